@@ -1,0 +1,47 @@
+package cache
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strings"
+
+	cachev1alpha1 "github.com/okgoes/okgoes-operator/api/cache/v1alpha1"
+)
+
+// redisConfKey is the ConfigMap key (and file name in the pod) of the rendered configuration.
+const redisConfKey = "redis.conf"
+
+// renderRedisConf renders the redis.conf a RedisCache asks for. The output depends only on the
+// spec, is byte-for-byte stable for the same spec, and never contains the password: that reaches
+// redis-server from the Secret as an environment variable.
+func renderRedisConf(spec cachev1alpha1.RedisCacheSpec) string {
+	var b strings.Builder
+	line := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
+	line("# Rendered by okgoes-operator from the RedisCache spec; edits here are overwritten.")
+	line("port %d", spec.Port)
+	line("bind * -::*")
+	line("protected-mode no")
+	line("dir /data")
+	// A cache: no persistence, so a restarted pod starts empty instead of replaying a stale dump.
+	line(`save ""`)
+	line("appendonly no")
+	if ev := spec.Eviction; ev != nil {
+		if ev.MaxMemory != nil {
+			line("maxmemory %d", ev.MaxMemory.Value())
+		}
+		policy := ev.Policy
+		if policy == "" {
+			policy = cachev1alpha1.EvictionAllKeysLRU
+		}
+		line("maxmemory-policy %s", policy)
+	}
+	return b.String()
+}
+
+// configHash identifies a rendered configuration. It is stamped on the pod template so that a
+// change of configuration, and only that, rolls the pods.
+func configHash(conf string) string {
+	sum := sha256.Sum256([]byte(conf))
+	return hex.EncodeToString(sum[:])[:16]
+}

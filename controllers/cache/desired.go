@@ -1,0 +1,249 @@
+package cache
+
+import (
+	"strconv"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	cachev1alpha1 "github.com/okgoes/okgoes-operator/api/cache/v1alpha1"
+)
+
+// The mutate functions below set only the fields the operator owns, on whatever the API server
+// returned. Fields defaulted by the server or set by other writers (a `kubectl rollout restart`
+// annotation, an added label) are left alone, so a converged cache produces no writes at all.
+
+const (
+	// configHashAnnotation on the pod template carries configHash of the mounted redis.conf.
+	configHashAnnotation = "cache.okgoes.com/config-hash"
+	redisContainer       = "redis"
+	redisPortName        = "redis"
+	configVolume         = "config"
+	dataVolume           = "data"
+	configMountPath      = "/etc/redis"
+	// redisUID is the uid of the redis user in the official Redis images.
+	redisUID = 999
+	// passwordEnv is read by redis-server (through the args) and redis-cli (REDISCLI_AUTH).
+	passwordEnv = "REDIS_PASSWORD"
+)
+
+// selectorLabels select the pods of one RedisCache. They are immutable once the Deployment exists.
+func selectorLabels(rc *cachev1alpha1.RedisCache) map[string]string {
+	return map[string]string{
+		"app.kubernetes.io/name":     "rediscache",
+		"app.kubernetes.io/instance": rc.Name,
+	}
+}
+
+// childLabels are put on every child object and pod.
+func childLabels(rc *cachev1alpha1.RedisCache) map[string]string {
+	l := selectorLabels(rc)
+	l["app.kubernetes.io/component"] = "cache"
+	l["app.kubernetes.io/managed-by"] = "okgoes-operator"
+	return l
+}
+
+func configMapName(rc *cachev1alpha1.RedisCache) string { return rc.Name + "-config" }
+
+// mergeInto sets the given keys in m (allocating it if needed) and keeps every other key.
+func mergeInto(m map[string]string, kv map[string]string) map[string]string {
+	if m == nil {
+		m = make(map[string]string, len(kv))
+	}
+	for k, v := range kv {
+		m[k] = v
+	}
+	return m
+}
+
+func desiredReplicas(rc *cachev1alpha1.RedisCache) int32 {
+	return ptr.Deref(rc.Spec.Replicas, 1)
+}
+
+// mutateConfigMap makes cm carry the rendered configuration.
+func mutateConfigMap(cm *corev1.ConfigMap, rc *cachev1alpha1.RedisCache, conf string) {
+	cm.Labels = mergeInto(cm.Labels, childLabels(rc))
+	cm.Data = map[string]string{redisConfKey: conf}
+	cm.BinaryData = nil
+}
+
+// mutateService makes svc a ClusterIP Service in front of the Redis pods.
+func mutateService(svc *corev1.Service, rc *cachev1alpha1.RedisCache) {
+	svc.Labels = mergeInto(svc.Labels, childLabels(rc))
+	svc.Spec.Type = corev1.ServiceTypeClusterIP
+	svc.Spec.Selector = selectorLabels(rc)
+	port := corev1.ServicePort{}
+	for _, p := range svc.Spec.Ports {
+		if p.Name == redisPortName {
+			port = p
+		}
+	}
+	port.Name = redisPortName
+	port.Protocol = corev1.ProtocolTCP
+	port.Port = rc.Spec.Port
+	port.TargetPort = intstr.FromString(redisPortName)
+	svc.Spec.Ports = []corev1.ServicePort{port}
+}
+
+// mutatePDB makes pdb limit voluntary disruptions of the Redis pods.
+func mutatePDB(pdb *policyv1.PodDisruptionBudget, rc *cachev1alpha1.RedisCache) {
+	pdb.Labels = mergeInto(pdb.Labels, childLabels(rc))
+	maxUnavailable := intstr.FromInt32(1)
+	if p := rc.Spec.PodDisruptionBudget; p != nil && p.MaxUnavailable != nil {
+		maxUnavailable = intstr.FromInt32(*p.MaxUnavailable)
+	}
+	pdb.Spec.MaxUnavailable = &maxUnavailable
+	pdb.Spec.MinAvailable = nil
+	pdb.Spec.Selector = &metav1.LabelSelector{MatchLabels: selectorLabels(rc)}
+}
+
+// wantsPDB tells whether rc should have a PodDisruptionBudget: only with more than one replica,
+// since a PDB over a single pod would block every node drain.
+func wantsPDB(rc *cachev1alpha1.RedisCache) bool {
+	if p := rc.Spec.PodDisruptionBudget; p != nil && p.Enabled != nil && !*p.Enabled {
+		return false
+	}
+	return desiredReplicas(rc) > 1
+}
+
+// mutateDeployment makes dep run the Redis pods of rc with the configuration identified by hash.
+func mutateDeployment(dep *appsv1.Deployment, rc *cachev1alpha1.RedisCache, hash string) {
+	dep.Labels = mergeInto(dep.Labels, childLabels(rc))
+	dep.Spec.Replicas = ptr.To(desiredReplicas(rc))
+	if dep.Spec.Selector == nil { // immutable after creation
+		dep.Spec.Selector = &metav1.LabelSelector{MatchLabels: selectorLabels(rc)}
+	}
+	tpl := &dep.Spec.Template
+	tpl.Labels = mergeInto(tpl.Labels, childLabels(rc))
+	tpl.Annotations = mergeInto(tpl.Annotations, map[string]string{configHashAnnotation: hash})
+
+	pod := &tpl.Spec
+	pod.AutomountServiceAccountToken = ptr.To(false)
+	pod.EnableServiceLinks = ptr.To(false)
+	pod.SecurityContext = &corev1.PodSecurityContext{
+		RunAsNonRoot:   ptr.To(true),
+		RunAsUser:      ptr.To[int64](redisUID),
+		RunAsGroup:     ptr.To[int64](redisUID),
+		FSGroup:        ptr.To[int64](redisUID),
+		SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+	}
+	pod.NodeSelector = nil
+	if len(rc.Spec.NodeSelector) > 0 {
+		pod.NodeSelector = rc.Spec.NodeSelector
+	}
+	pod.Tolerations = rc.Spec.Tolerations
+	pod.Affinity = rc.Spec.Affinity
+	pod.Volumes = upsertVolume(pod.Volumes, corev1.Volume{Name: configVolume, VolumeSource: corev1.VolumeSource{
+		ConfigMap: &corev1.ConfigMapVolumeSource{
+			LocalObjectReference: corev1.LocalObjectReference{Name: configMapName(rc)},
+			DefaultMode:          ptr.To[int32](corev1.ConfigMapVolumeSourceDefaultMode),
+		},
+	}})
+	pod.Volumes = upsertVolume(pod.Volumes, corev1.Volume{Name: dataVolume, VolumeSource: corev1.VolumeSource{
+		EmptyDir: &corev1.EmptyDirVolumeSource{},
+	}})
+
+	i := containerIndex(pod.Containers, redisContainer)
+	if i < 0 {
+		pod.Containers = append(pod.Containers, corev1.Container{Name: redisContainer})
+		i = len(pod.Containers) - 1
+	}
+	mutateRedisContainer(&pod.Containers[i], rc)
+}
+
+func mutateRedisContainer(c *corev1.Container, rc *cachev1alpha1.RedisCache) {
+	c.Image = rc.Spec.Image
+	c.ImagePullPolicy = pullPolicy(rc.Spec.Image, rc.Spec.ImagePullPolicy)
+	c.Command = []string{"redis-server"}
+	c.Args = []string{configMountPath + "/" + redisConfKey}
+	c.Env = nil
+	if a := rc.Spec.Auth; a != nil {
+		// $(VAR) is expanded by the kubelet, so the password never appears in any object.
+		c.Args = append(c.Args, "--requirepass", "$("+passwordEnv+")")
+		ref := &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+			LocalObjectReference: corev1.LocalObjectReference{Name: a.SecretRef.Name},
+			Key:                  secretKey(a),
+		}}
+		c.Env = []corev1.EnvVar{{Name: passwordEnv, ValueFrom: ref}, {Name: "REDISCLI_AUTH", ValueFrom: ref}}
+	}
+	c.Ports = []corev1.ContainerPort{{Name: redisPortName, ContainerPort: rc.Spec.Port, Protocol: corev1.ProtocolTCP}}
+	c.Resources = rc.Spec.Resources
+	c.ReadinessProbe = probe(corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{
+		"sh", "-c", "redis-cli -p " + itoa(rc.Spec.Port) + " ping | grep -q PONG",
+	}}}, 5)
+	c.LivenessProbe = probe(corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{
+		Port: intstr.FromString(redisPortName),
+	}}, 15)
+	c.SecurityContext = &corev1.SecurityContext{
+		AllowPrivilegeEscalation: ptr.To(false),
+		ReadOnlyRootFilesystem:   ptr.To(true),
+		RunAsNonRoot:             ptr.To(true),
+		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+	}
+	c.VolumeMounts = []corev1.VolumeMount{
+		{Name: configVolume, MountPath: configMountPath, ReadOnly: true},
+		{Name: dataVolume, MountPath: "/data"},
+	}
+}
+
+func secretKey(a *cachev1alpha1.Auth) string {
+	if a.SecretRef.Key == "" {
+		return "password"
+	}
+	return a.SecretRef.Key
+}
+
+// probe fills every field the API server would otherwise default, so the stored object equals
+// what we build and no write is ever needed to "fix" a default.
+func probe(h corev1.ProbeHandler, initialDelay int32) *corev1.Probe {
+	return &corev1.Probe{
+		ProbeHandler:        h,
+		InitialDelaySeconds: initialDelay,
+		TimeoutSeconds:      2,
+		PeriodSeconds:       10,
+		SuccessThreshold:    1,
+		FailureThreshold:    3,
+	}
+}
+
+// pullPolicy is the policy asked for, or the one the API server would default for image.
+func pullPolicy(image string, asked corev1.PullPolicy) corev1.PullPolicy {
+	if asked != "" {
+		return asked
+	}
+	if strings.Contains(image, "@") {
+		return corev1.PullIfNotPresent
+	}
+	name := image[strings.LastIndex(image, "/")+1:]
+	if !strings.Contains(name, ":") || strings.HasSuffix(name, ":latest") {
+		return corev1.PullAlways
+	}
+	return corev1.PullIfNotPresent
+}
+
+func containerIndex(cs []corev1.Container, name string) int {
+	for i := range cs {
+		if cs[i].Name == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// upsertVolume replaces the volume of the same name, or appends it, keeping other volumes.
+func upsertVolume(vs []corev1.Volume, v corev1.Volume) []corev1.Volume {
+	for i := range vs {
+		if vs[i].Name == v.Name {
+			vs[i] = v
+			return vs
+		}
+	}
+	return append(vs, v)
+}
+
+func itoa(i int32) string { return strconv.Itoa(int(i)) }

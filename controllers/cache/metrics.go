@@ -1,0 +1,47 @@
+package cache
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	cachev1alpha1 "github.com/okgoes/okgoes-operator/api/cache/v1alpha1"
+)
+
+// Per-cache gauges, served next to controller-runtime's controller_runtime_reconcile_* and
+// workqueue_* series on the manager's metrics endpoint.
+var (
+	readyReplicasGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "okgoes_rediscache_ready_replicas",
+		Help: "Ready Redis pods of a RedisCache.",
+	}, []string{"namespace", "name"})
+	desiredReplicasGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "okgoes_rediscache_desired_replicas",
+		Help: "Redis pods a RedisCache asks for (spec.replicas).",
+	}, []string{"namespace", "name"})
+	readyGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "okgoes_rediscache_ready",
+		Help: "1 when the Ready condition of a RedisCache is True, else 0.",
+	}, []string{"namespace", "name"})
+)
+
+func init() {
+	metrics.Registry.MustRegister(readyReplicasGauge, desiredReplicasGauge, readyGauge)
+}
+
+func observeMetrics(rc *cachev1alpha1.RedisCache) {
+	readyReplicasGauge.WithLabelValues(rc.Namespace, rc.Name).Set(float64(rc.Status.ReadyReplicas))
+	desiredReplicasGauge.WithLabelValues(rc.Namespace, rc.Name).Set(float64(desiredReplicas(rc)))
+	ready := 0.0
+	if rc.Status.Phase == cachev1alpha1.PhaseReady {
+		ready = 1
+	}
+	readyGauge.WithLabelValues(rc.Namespace, rc.Name).Set(ready)
+}
+
+// forgetMetrics drops the series of a deleted RedisCache so no stale cache is reported.
+func forgetMetrics(key types.NamespacedName) {
+	for _, g := range []*prometheus.GaugeVec{readyReplicasGauge, desiredReplicasGauge, readyGauge} {
+		g.DeleteLabelValues(key.Namespace, key.Name)
+	}
+}

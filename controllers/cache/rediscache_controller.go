@@ -1,0 +1,216 @@
+// Package cache holds the RedisCache reconciler: it keeps a ConfigMap, a Deployment, a Service
+// and (with more than one replica) a PodDisruptionBudget converged with each RedisCache.
+package cache
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	cachev1alpha1 "github.com/okgoes/okgoes-operator/api/cache/v1alpha1"
+)
+
+const (
+	// waitForReplicas is the safety-net requeue while a rollout is in progress; Deployment status
+	// changes normally wake the reconciler first.
+	waitForReplicas = 10 * time.Second
+	// waitForSecret is how often a missing auth Secret is looked for again.
+	waitForSecret = 30 * time.Second
+)
+
+// RedisCacheReconciler reconciles RedisCache objects.
+type RedisCacheReconciler struct {
+	client.Client
+	// APIReader reads objects the manager does not cache (the auth Secret: the operator only
+	// checks that it exists, and needs no list/watch on Secrets for that).
+	APIReader client.Reader
+	Recorder  events.EventRecorder
+}
+
+// scope is what the phases of one reconcile share.
+type scope struct {
+	cache *cachev1alpha1.RedisCache
+	obs   observation
+}
+
+type phase func(ctx context.Context, s *scope) error
+
+// +kubebuilder:rbac:groups=cache.okgoes.com,resources=rediscaches,verbs=get;list;watch
+// +kubebuilder:rbac:groups=cache.okgoes.com,resources=rediscaches/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=cache.okgoes.com,resources=rediscaches/finalizers,verbs=update
+// +kubebuilder:rbac:groups="",resources=configmaps;services,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// Reconcile drives the children of one RedisCache to their desired state and records what it
+// observed in the status, written once at the end.
+func (r *RedisCacheReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	rc := &cachev1alpha1.RedisCache{}
+	if err := r.Get(ctx, req.NamespacedName, rc); err != nil {
+		if apierrors.IsNotFound(err) {
+			forgetMetrics(req.NamespacedName)
+		}
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !rc.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, nil // children go with it through their owner references
+	}
+	base := rc.DeepCopy()
+	s := &scope{cache: rc}
+	s.obs.err = runPhases(ctx, s,
+		r.reconcileAuth,
+		r.reconcileConfigMap,
+		r.reconcileDeployment,
+		r.reconcileService,
+		r.reconcilePDB,
+	)
+	rc.Status = computeStatus(rc, s.obs)
+
+	requeue := time.Duration(0)
+	if !meta.IsStatusConditionTrue(rc.Status.Conditions, cachev1alpha1.ConditionReady) {
+		requeue = waitForReplicas
+	}
+	res, err := resultFor(s.obs.err, requeue)
+	if perr := r.patchStatus(ctx, base, rc); perr != nil && err == nil {
+		err = perr
+	}
+	r.recordTransition(base, rc)
+	observeMetrics(rc)
+	return res, err
+}
+
+// runPhases runs the phases in order and stops at the first error.
+func runPhases(ctx context.Context, s *scope, phases ...phase) error {
+	for _, p := range phases {
+		if err := p(ctx, s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// reconcileAuth checks that the password Secret exists. The operator never reads the password
+// out of it: the pods get it through a secretKeyRef.
+func (r *RedisCacheReconciler) reconcileAuth(ctx context.Context, s *scope) error {
+	a := s.cache.Spec.Auth
+	if a == nil {
+		return nil
+	}
+	secret := &corev1.Secret{}
+	err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: s.cache.Namespace, Name: a.SecretRef.Name}, secret)
+	switch {
+	case apierrors.IsNotFound(err):
+		return &waitingError{reason: ReasonAuthSecretNotFound, after: waitForSecret,
+			message: fmt.Sprintf("Secret %q named by spec.auth.secretRef does not exist", a.SecretRef.Name)}
+	case err != nil:
+		return fmt.Errorf("get auth secret: %w", err)
+	}
+	if _, ok := secret.Data[secretKey(a)]; !ok {
+		return &waitingError{reason: ReasonAuthSecretNotFound, after: waitForSecret,
+			message: fmt.Sprintf("Secret %q has no key %q", a.SecretRef.Name, secretKey(a))}
+	}
+	return nil
+}
+
+func (r *RedisCacheReconciler) reconcileConfigMap(ctx context.Context, s *scope) error {
+	conf := renderRedisConf(s.cache.Spec)
+	s.obs.configHash = configHash(conf)
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: s.cache.Namespace, Name: configMapName(s.cache)}}
+	return r.ensure(ctx, s.cache, "ConfigMap", cm, func() { mutateConfigMap(cm, s.cache, conf) })
+}
+
+func (r *RedisCacheReconciler) reconcileDeployment(ctx context.Context, s *scope) error {
+	dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: s.cache.Namespace, Name: s.cache.Name}}
+	if err := r.ensure(ctx, s.cache, "Deployment", dep, func() { mutateDeployment(dep, s.cache, s.obs.configHash) }); err != nil {
+		return err
+	}
+	s.obs.deployment = dep
+	return nil
+}
+
+func (r *RedisCacheReconciler) reconcileService(ctx context.Context, s *scope) error {
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: s.cache.Namespace, Name: s.cache.Name}}
+	return r.ensure(ctx, s.cache, "Service", svc, func() { mutateService(svc, s.cache) })
+}
+
+// reconcilePDB keeps a PodDisruptionBudget while there is more than one replica and removes ours
+// otherwise.
+func (r *RedisCacheReconciler) reconcilePDB(ctx context.Context, s *scope) error {
+	pdb := &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Namespace: s.cache.Namespace, Name: s.cache.Name}}
+	if wantsPDB(s.cache) {
+		return r.ensure(ctx, s.cache, "PodDisruptionBudget", pdb, func() { mutatePDB(pdb, s.cache) })
+	}
+	if err := r.Get(ctx, client.ObjectKeyFromObject(pdb), pdb); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if !metav1.IsControlledBy(pdb, s.cache) {
+		return nil
+	}
+	return client.IgnoreNotFound(r.Delete(ctx, pdb, client.Preconditions{UID: &pdb.UID}))
+}
+
+// ensure creates or patches obj so that mutate's fields hold, with rc as its controller. It
+// refuses to adopt an object of the same name that something else created.
+func (r *RedisCacheReconciler) ensure(ctx context.Context, rc *cachev1alpha1.RedisCache, kind string, obj client.Object, mutate func()) error {
+	op, err := controllerutil.CreateOrPatch(ctx, r.Client, obj, func() error {
+		if obj.GetUID() != "" && !metav1.IsControlledBy(obj, rc) {
+			return &stalledError{reason: ReasonResourceConflict,
+				message: fmt.Sprintf("%s %q exists and is not controlled by this RedisCache", kind, obj.GetName())}
+		}
+		mutate()
+		return controllerutil.SetControllerReference(rc, obj, r.Scheme())
+	})
+	if op != controllerutil.OperationResultNone {
+		log.FromContext(ctx).V(1).Info("wrote child", "kind", kind, "name", obj.GetName(), "operation", op)
+	}
+	if _, ok := err.(*stalledError); ok {
+		return err
+	}
+	return classifyChildError(kind, err)
+}
+
+// patchStatus writes the status computed in this reconcile, once, as a merge patch against the
+// object as it was read; nothing is written when nothing changed.
+func (r *RedisCacheReconciler) patchStatus(ctx context.Context, base, rc *cachev1alpha1.RedisCache) error {
+	if equality.Semantic.DeepEqual(base.Status, rc.Status) {
+		return nil
+	}
+	if err := r.Status().Patch(ctx, rc, client.MergeFrom(base)); err != nil {
+		return fmt.Errorf("patch status: %w", client.IgnoreNotFound(err))
+	}
+	return nil
+}
+
+// recordTransition emits an event when the Ready condition changes status or reason, never on
+// every reconcile.
+func (r *RedisCacheReconciler) recordTransition(base, rc *cachev1alpha1.RedisCache) {
+	before := meta.FindStatusCondition(base.Status.Conditions, cachev1alpha1.ConditionReady)
+	after := meta.FindStatusCondition(rc.Status.Conditions, cachev1alpha1.ConditionReady)
+	if after == nil || r.Recorder == nil {
+		return
+	}
+	if before != nil && before.Status == after.Status && before.Reason == after.Reason {
+		return
+	}
+	eventType := corev1.EventTypeNormal
+	if after.Status != metav1.ConditionTrue && rc.Status.Phase == cachev1alpha1.PhaseDegraded {
+		eventType = corev1.EventTypeWarning
+	}
+	r.Recorder.Eventf(rc, nil, eventType, after.Reason, "Reconcile", "%s", after.Message)
+}

@@ -1,0 +1,95 @@
+package cache
+
+import (
+	"time"
+
+	"golang.org/x/time/rate"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/client-go/util/workqueue"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	cachev1alpha1 "github.com/okgoes/okgoes-operator/api/cache/v1alpha1"
+)
+
+// Options tune the RedisCache controller.
+type Options struct {
+	// MaxConcurrentReconciles is how many RedisCaches are reconciled at once.
+	MaxConcurrentReconciles int
+}
+
+// RateLimiter is the workqueue rate limiter of the design: the slower of a per-item exponential
+// backoff (100ms to 2min) and a 20 qps / 50 burst bucket over all items, so a mass change cannot
+// flood the API server.
+func RateLimiter() workqueue.TypedRateLimiter[reconcile.Request] {
+	return workqueue.NewTypedMaxOfRateLimiter(
+		workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](100*time.Millisecond, 2*time.Minute),
+		&workqueue.TypedBucketRateLimiter[reconcile.Request]{Limiter: rate.NewLimiter(rate.Limit(20), 50)},
+	)
+}
+
+// SetupWithManager registers the controller. RedisCache events pass only on a spec change
+// (generation); owned objects pass on what can make them drift from the desired state, plus the
+// Deployment status fields readiness is computed from.
+func (r *RedisCacheReconciler) SetupWithManager(mgr ctrl.Manager, opts Options) error {
+	drift := predicate.Or[client.Object](
+		predicate.GenerationChangedPredicate{},
+		predicate.LabelChangedPredicate{},
+		predicate.AnnotationChangedPredicate{},
+	)
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&cachev1alpha1.RedisCache{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Owns(&appsv1.Deployment{}, builder.WithPredicates(predicate.Or(drift, deploymentReadinessChanged()))).
+		Owns(&policyv1.PodDisruptionBudget{}, builder.WithPredicates(drift)).
+		// ConfigMaps and Services have no metadata.generation: compare their content instead.
+		Owns(&corev1.ConfigMap{}, builder.WithPredicates(predicate.Or(drift, contentChanged(func(cm *corev1.ConfigMap) any {
+			return []any{cm.Data, cm.BinaryData}
+		})))).
+		Owns(&corev1.Service{}, builder.WithPredicates(predicate.Or(drift, contentChanged(func(s *corev1.Service) any {
+			return s.Spec
+		})))).
+		WithOptions(controller.Options{
+			MaxConcurrentReconciles: opts.MaxConcurrentReconciles,
+			RateLimiter:             RateLimiter(),
+		}).
+		Named("rediscache").
+		Complete(r)
+}
+
+// deploymentReadinessChanged passes Deployment updates that change what computeStatus reads.
+func deploymentReadinessChanged() predicate.Predicate {
+	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+		o, ok1 := e.ObjectOld.(*appsv1.Deployment)
+		n, ok2 := e.ObjectNew.(*appsv1.Deployment)
+		if !ok1 || !ok2 {
+			return false
+		}
+		return !equality.Semantic.DeepEqual(readinessOf(o), readinessOf(n))
+	}}
+}
+
+func readinessOf(d *appsv1.Deployment) appsv1.DeploymentStatus {
+	s := *d.Status.DeepCopy()
+	s.CollisionCount = nil
+	for i := range s.Conditions { // heartbeat timestamps alone are not a change
+		s.Conditions[i].LastUpdateTime = s.Conditions[i].LastTransitionTime
+	}
+	return s
+}
+
+// contentChanged passes updates where the part of the object returned by content changed.
+func contentChanged[T client.Object](content func(T) any) predicate.Predicate {
+	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+		o, ok1 := e.ObjectOld.(T)
+		n, ok2 := e.ObjectNew.(T)
+		return ok1 && ok2 && !equality.Semantic.DeepEqual(content(o), content(n))
+	}}
+}
