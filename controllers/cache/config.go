@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
+
 	cachev1alpha1 "github.com/okgoes/okgoes-operator/api/cache/v1alpha1"
 )
 
@@ -44,4 +46,16 @@ func renderRedisConf(spec cachev1alpha1.RedisCacheSpec) string {
 func configHash(conf string) string {
 	sum := sha256.Sum256([]byte(conf))
 	return hex.EncodeToString(sum[:])[:16]
+}
+
+// validateSpec checks the rules the CRD schema cannot express. Its errors are InvalidSpec: the
+// user must change the spec.
+func validateSpec(spec cachev1alpha1.RedisCacheSpec) error {
+	if ev := spec.Eviction; ev != nil && ev.MaxMemory != nil {
+		if limit, ok := spec.Resources.Limits[corev1.ResourceMemory]; ok && ev.MaxMemory.Cmp(limit) > 0 {
+			return fmt.Errorf("spec.eviction.maxMemory (%s) exceeds spec.resources.limits.memory (%s): Redis would be OOM-killed before it evicts",
+				ev.MaxMemory.String(), limit.String())
+		}
+	}
+	return nil
 }

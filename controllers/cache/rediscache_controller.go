@@ -28,8 +28,8 @@ const (
 	// waitForReplicas is the safety-net requeue while a rollout is in progress; Deployment status
 	// changes normally wake the reconciler first.
 	waitForReplicas = 10 * time.Second
-	// waitForSecret is how often a missing auth Secret is looked for again.
-	waitForSecret = 30 * time.Second
+	// defaultSecretPollInterval is how often a missing auth Secret is looked for again.
+	defaultSecretPollInterval = 30 * time.Second
 )
 
 // RedisCacheReconciler reconciles RedisCache objects.
@@ -39,6 +39,8 @@ type RedisCacheReconciler struct {
 	// checks that it exists, and needs no list/watch on Secrets for that).
 	APIReader client.Reader
 	Recorder  events.EventRecorder
+	// SecretPollInterval is how often a missing auth Secret is looked for again (default 30s).
+	SecretPollInterval time.Duration
 }
 
 // scope is what the phases of one reconcile share.
@@ -74,6 +76,7 @@ func (r *RedisCacheReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	base := rc.DeepCopy()
 	s := &scope{cache: rc}
 	s.obs.err = runPhases(ctx, s,
+		r.reconcileSpec,
 		r.reconcileAuth,
 		r.reconcileConfigMap,
 		r.reconcileDeployment,
@@ -105,6 +108,14 @@ func runPhases(ctx context.Context, s *scope, phases ...phase) error {
 	return nil
 }
 
+// reconcileSpec checks what admission could not (see validateSpec).
+func (r *RedisCacheReconciler) reconcileSpec(_ context.Context, s *scope) error {
+	if err := validateSpec(s.cache.Spec); err != nil {
+		return &stalledError{reason: ReasonInvalidSpec, message: err.Error()}
+	}
+	return nil
+}
+
 // reconcileAuth checks that the password Secret exists. The operator never reads the password
 // out of it: the pods get it through a secretKeyRef.
 func (r *RedisCacheReconciler) reconcileAuth(ctx context.Context, s *scope) error {
@@ -112,17 +123,21 @@ func (r *RedisCacheReconciler) reconcileAuth(ctx context.Context, s *scope) erro
 	if a == nil {
 		return nil
 	}
+	poll := r.SecretPollInterval
+	if poll == 0 {
+		poll = defaultSecretPollInterval
+	}
 	secret := &corev1.Secret{}
 	err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: s.cache.Namespace, Name: a.SecretRef.Name}, secret)
 	switch {
 	case apierrors.IsNotFound(err):
-		return &waitingError{reason: ReasonAuthSecretNotFound, after: waitForSecret,
+		return &waitingError{reason: ReasonAuthSecretNotFound, after: poll,
 			message: fmt.Sprintf("Secret %q named by spec.auth.secretRef does not exist", a.SecretRef.Name)}
 	case err != nil:
 		return fmt.Errorf("get auth secret: %w", err)
 	}
 	if _, ok := secret.Data[secretKey(a)]; !ok {
-		return &waitingError{reason: ReasonAuthSecretNotFound, after: waitForSecret,
+		return &waitingError{reason: ReasonAuthSecretNotFound, after: poll,
 			message: fmt.Sprintf("Secret %q has no key %q", a.SecretRef.Name, secretKey(a))}
 	}
 	return nil

@@ -27,7 +27,10 @@ const DefaultImage = "docker.io/library/redis:7.4-alpine"
 
 // RedisCacheSpec is the cache the user asks for. It holds intent only; observations live in
 // RedisCacheStatus.
-// +kubebuilder:validation:XValidation:rule="!has(self.eviction) || !has(self.eviction.maxMemory) || !has(self.resources) || !has(self.resources.limits) || !('memory' in self.resources.limits) || quantity(string(self.eviction.maxMemory)).compareTo(quantity(string(self.resources.limits.memory))) <= 0",message="eviction.maxMemory must not exceed resources.limits.memory"
+//
+// eviction.maxMemory <= resources.limits.memory is checked by the controller (InvalidSpec), not
+// by CEL: the API server's cost estimator rejects any rule reading the unbounded quantity strings
+// of corev1.ResourceRequirements.
 type RedisCacheSpec struct {
 	// Replicas is the number of Redis pods. Each pod is an independent cache behind one Service;
 	// 0 scales the cache down while keeping its configuration.
@@ -101,6 +104,7 @@ type Eviction struct {
 
 	// MaxMemory is the Redis maxmemory: the most memory used for data before the policy applies.
 	// Must be at least 1Mi and at most resources.limits.memory. Empty means no Redis limit.
+	// +kubebuilder:validation:MaxLength=32
 	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).compareTo(quantity('1Mi')) >= 0",message="maxMemory must be at least 1Mi"
 	// +optional
 	MaxMemory *resource.Quantity `json:"maxMemory,omitempty"`
@@ -199,6 +203,7 @@ type RedisCacheStatus struct {
 // with more than one replica, a PodDisruptionBudget.
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
+// +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 63 && self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",message="metadata.name must be a DNS label (at most 63 characters, lower case, starting with a letter): it names the Service"
 // +kubebuilder:resource:shortName=rc;redis,categories=okgoes
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`

@@ -1,0 +1,122 @@
+package cache
+
+import (
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	cachev1alpha1 "github.com/okgoes/okgoes-operator/api/cache/v1alpha1"
+)
+
+func TestRenderRedisConf(t *testing.T) {
+	mem := resource.MustParse("64Mi")
+	tests := []struct {
+		name    string
+		spec    cachev1alpha1.RedisCacheSpec
+		want    []string
+		notWant []string
+	}{
+		{
+			name:    "no eviction leaves Redis unbounded",
+			spec:    cachev1alpha1.RedisCacheSpec{Port: 6379},
+			want:    []string{"port 6379\n", `save ""`, "appendonly no"},
+			notWant: []string{"maxmemory"},
+		},
+		{
+			name: "maxMemory in bytes with the chosen policy",
+			spec: cachev1alpha1.RedisCacheSpec{Port: 7000, Eviction: &cachev1alpha1.Eviction{
+				Policy: cachev1alpha1.EvictionVolatileTTL, MaxMemory: &mem,
+			}},
+			want: []string{"port 7000\n", "maxmemory 67108864\n", "maxmemory-policy volatile-ttl\n"},
+		},
+		{
+			name: "empty policy means the API default allkeys-lru",
+			spec: cachev1alpha1.RedisCacheSpec{Port: 6379, Eviction: &cachev1alpha1.Eviction{}},
+			want: []string{"maxmemory-policy allkeys-lru\n"},
+		},
+		{
+			name: "auth never reaches the configuration",
+			spec: cachev1alpha1.RedisCacheSpec{Port: 6379, Auth: &cachev1alpha1.Auth{
+				SecretRef: cachev1alpha1.SecretKeyReference{Name: "redis-pass", Key: "pw"},
+			}},
+			notWant: []string{"requirepass", "redis-pass"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := renderRedisConf(tt.spec)
+			for _, w := range tt.want {
+				if !strings.Contains(got, w) {
+					t.Errorf("rendered config lacks %q:\n%s", w, got)
+				}
+			}
+			for _, nw := range tt.notWant {
+				if strings.Contains(got, nw) {
+					t.Errorf("rendered config contains %q:\n%s", nw, got)
+				}
+			}
+		})
+	}
+}
+
+func TestConfigHashFollowsConfigOnly(t *testing.T) {
+	base := cachev1alpha1.RedisCacheSpec{Port: 6379, Eviction: &cachev1alpha1.Eviction{Policy: cachev1alpha1.EvictionAllKeysLFU}}
+	scaled := *base.DeepCopy()
+	scaled.Replicas = new(int32(5))
+	scaled.Image = "example.org/redis:8"
+	changed := *base.DeepCopy()
+	changed.Eviction.Policy = cachev1alpha1.EvictionNoEviction
+
+	h := configHash(renderRedisConf(base))
+	if got := configHash(renderRedisConf(scaled)); got != h {
+		t.Errorf("replicas/image changed the config hash: %s != %s", got, h)
+	}
+	if got := configHash(renderRedisConf(changed)); got == h {
+		t.Errorf("a policy change kept the config hash %s", h)
+	}
+}
+
+func TestPullPolicy(t *testing.T) {
+	tests := []struct {
+		image string
+		asked string
+		want  string
+	}{
+		{"redis", "", "Always"},
+		{"redis:latest", "", "Always"},
+		{"docker.io/library/redis:7.4-alpine", "", "IfNotPresent"},
+		{"localhost:5000/redis", "", "Always"},
+		{"localhost:5000/redis:7", "", "IfNotPresent"},
+		{"redis@sha256:abc", "", "IfNotPresent"},
+		{"redis:7", "Never", "Never"},
+	}
+	for _, tt := range tests {
+		if got := pullPolicy(tt.image, corev1PullPolicy(tt.asked)); string(got) != tt.want {
+			t.Errorf("pullPolicy(%q, %q) = %q, want %q", tt.image, tt.asked, got, tt.want)
+		}
+	}
+}
+
+func TestValidateSpec(t *testing.T) {
+	q := func(s string) *resource.Quantity { v := resource.MustParse(s); return &v }
+	limits := func(mem string) corev1.ResourceRequirements {
+		return corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse(mem)}}
+	}
+	tests := []struct {
+		name    string
+		spec    cachev1alpha1.RedisCacheSpec
+		wantErr bool
+	}{
+		{"no eviction", cachev1alpha1.RedisCacheSpec{Resources: limits("1Gi")}, false},
+		{"no memory limit", cachev1alpha1.RedisCacheSpec{Eviction: &cachev1alpha1.Eviction{MaxMemory: q("8Gi")}}, false},
+		{"equal to the limit", cachev1alpha1.RedisCacheSpec{Resources: limits("1Gi"), Eviction: &cachev1alpha1.Eviction{MaxMemory: q("1024Mi")}}, false},
+		{"above the limit", cachev1alpha1.RedisCacheSpec{Resources: limits("1Gi"), Eviction: &cachev1alpha1.Eviction{MaxMemory: q("1025Mi")}}, true},
+	}
+	for _, tt := range tests {
+		if err := validateSpec(tt.spec); (err != nil) != tt.wantErr {
+			t.Errorf("%s: validateSpec = %v, wantErr %v", tt.name, err, tt.wantErr)
+		}
+	}
+}

@@ -1,0 +1,124 @@
+package cache
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zapcore"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	cachev1alpha1 "github.com/okgoes/okgoes-operator/api/cache/v1alpha1"
+	"github.com/okgoes/okgoes-operator/internal/testenv"
+)
+
+// The story tests share one real API server and one running manager; envtest runs no other
+// controllers, so the tests play the Deployment controller by writing Deployment status.
+var (
+	k8s      client.Client // direct, uncached client for the test's own reads and writes
+	mgr      manager.Manager
+	testCtx  context.Context
+	scheme   = runtime.NewScheme()
+	suiteErr error
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(runSuite(m))
+}
+
+func runSuite(m *testing.M) int {
+	ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.Level(zapLevel())))
+	must := func(err error) {
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "test suite setup:", err)
+			os.Exit(1)
+		}
+	}
+	must(clientgoscheme.AddToScheme(scheme))
+	must(cachev1alpha1.AddToScheme(scheme))
+	env, cfg, err := testenv.Start(scheme)
+	must(err)
+	defer func() { _ = env.Stop() }()
+
+	k8s, err = client.New(cfg, client.Options{Scheme: scheme})
+	must(err)
+	mgr, err = ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                 scheme,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+	})
+	must(err)
+	must((&RedisCacheReconciler{
+		Client:             mgr.GetClient(),
+		APIReader:          mgr.GetAPIReader(),
+		Recorder:           mgr.GetEventRecorder("rediscache-controller"),
+		SecretPollInterval: time.Second,
+	}).SetupWithManager(mgr, Options{MaxConcurrentReconciles: 4}))
+
+	ctx, cancel := context.WithCancel(context.Background())
+	testCtx = ctx
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	code := m.Run()
+	cancel()
+	if err := <-done; err != nil {
+		fmt.Fprintln(os.Stderr, "manager:", err)
+		code = 1
+	}
+	return code
+}
+
+func zapLevel() zapcore.Level {
+	if os.Getenv("TEST_VERBOSE") != "" {
+		return zapcore.DebugLevel
+	}
+	return zapcore.WarnLevel
+}
+
+// eventually polls cond until it returns nil or the timeout passes.
+func eventually(t *testing.T, timeout time.Duration, cond func() error) {
+	t.Helper()
+	var last error
+	err := wait.PollUntilContextTimeout(testCtx, 50*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		last = cond()
+		return last == nil, nil
+	})
+	if err != nil {
+		t.Fatalf("condition not met within %s: %v", timeout, last)
+	}
+}
+
+// reconcileCount is how many times the rediscache controller has reconciled, from the real
+// controller_runtime_reconcile_total series of the manager's metrics registry.
+func reconcileCount(t *testing.T) float64 {
+	t.Helper()
+	families, err := metrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := 0.0
+	for _, f := range families {
+		if f.GetName() != "controller_runtime_reconcile_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "controller" && l.GetValue() == "rediscache" {
+					total += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return total
+}
+

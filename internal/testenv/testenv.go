@@ -1,0 +1,64 @@
+// Package testenv starts the real kube-apiserver and etcd that the controller tests run against
+// (controller-runtime's envtest, with binaries built from source into bin/k8s by
+// hack/envtest-assets.sh).
+package testenv
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+)
+
+// RepoRoot is the directory holding the project's go.mod.
+func RepoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil && !isToolModule(dir) {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", fmt.Errorf("no go.mod above the working directory")
+		}
+		dir = parent
+	}
+}
+
+func isToolModule(dir string) bool { return filepath.Base(filepath.Dir(dir)) == "tools" }
+
+// Start starts an API server with the project's CRDs installed and returns it with a rest.Config
+// for it. It fails, rather than skips, when the binaries are missing: run `make test`, which
+// builds them first.
+func Start(scheme *runtime.Scheme, extraCRDDirs ...string) (*envtest.Environment, *rest.Config, error) {
+	root, err := RepoRoot()
+	if err != nil {
+		return nil, nil, err
+	}
+	assets := os.Getenv("KUBEBUILDER_ASSETS")
+	if assets == "" {
+		assets = filepath.Join(root, "bin", "k8s")
+	}
+	for _, bin := range []string{"kube-apiserver", "etcd"} {
+		if _, err := os.Stat(filepath.Join(assets, bin)); err != nil {
+			return nil, nil, fmt.Errorf("%s not found in %s: run `make test` (or hack/envtest-assets.sh) to build it: %w", bin, assets, err)
+		}
+	}
+	env := &envtest.Environment{
+		BinaryAssetsDirectory: assets,
+		CRDDirectoryPaths:     append([]string{filepath.Join(root, "config", "crd", "bases")}, extraCRDDirs...),
+		ErrorIfCRDPathMissing: true,
+		Scheme:                scheme,
+	}
+	cfg, err := env.Start()
+	if err != nil {
+		return nil, nil, fmt.Errorf("start test API server: %w", err)
+	}
+	return env, cfg, nil
+}
