@@ -58,6 +58,7 @@ func Start(scheme *runtime.Scheme, extraCRDDirs ...string) (*envtest.Environment
 	}
 	cfg, err := env.Start()
 	if err != nil {
+		_ = env.Stop() // a failed start (e.g. a CRD rejected) can leave etcd and the API server running
 		return nil, nil, fmt.Errorf("start test API server: %w", err)
 	}
 	return env, cfg, nil
