@@ -104,7 +104,6 @@ type Eviction struct {
 
 	// MaxMemory is the Redis maxmemory: the most memory used for data before the policy applies.
 	// Must be at least 1Mi and at most resources.limits.memory. Empty means no Redis limit.
-	// +kubebuilder:validation:MaxLength=32
 	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).compareTo(quantity('1Mi')) >= 0",message="maxMemory must be at least 1Mi"
 	// +optional
 	MaxMemory *resource.Quantity `json:"maxMemory,omitempty"`
