@@ -500,3 +500,36 @@ func TestConvergedCacheMakesNoWrites(t *testing.T) {
 	}
 	t.Logf("writes in 50 forced reconciles of a converged cache: %d", writes.Load())
 }
+
+// TestRedisPodsPassRestrictedPodSecurity admits the operator's Redis pod template into a
+// namespace that enforces the restricted Pod Security Standard, using the API server's own
+// PodSecurity admission; a bare pod is the control that proves enforcement is on.
+func TestRedisPodsPassRestrictedPodSecurity(t *testing.T) {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "restricted-", Labels: map[string]string{
+		"pod-security.kubernetes.io/enforce": "restricted", "pod-security.kubernetes.io/enforce-version": "latest",
+	}}}
+	if err := k8s.Create(testCtx, ns); err != nil {
+		t.Fatal(err)
+	}
+	rc := sampleCache(ns.Name, "psa", 1)
+	rc.Spec.Auth = &cachev1alpha1.Auth{SecretRef: cachev1alpha1.SecretKeyReference{Name: "psa-auth"}}
+	if err := k8s.Create(testCtx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "psa-auth"},
+		StringData: map[string]string{"password": "x"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := k8s.Create(testCtx, rc); err != nil {
+		t.Fatal(err)
+	}
+	dep := &appsv1.Deployment{}
+	eventually(t, 10*time.Second, func() error { return k8s.Get(testCtx, client.ObjectKeyFromObject(rc), dep) })
+
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "redis-from-template"}, Spec: dep.Spec.Template.Spec}
+	if err := k8s.Create(testCtx, pod); err != nil {
+		t.Errorf("the Redis pod template violates the restricted Pod Security Standard: %v", err)
+	}
+	bare := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "bare"},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "redis"}}}}
+	if err := k8s.Create(testCtx, bare); !apierrors.IsForbidden(err) {
+		t.Errorf("control: a pod without a security context was not refused (PodSecurity admission off?): %v", err)
+	}
+}

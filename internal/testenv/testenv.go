@@ -33,10 +33,23 @@ func RepoRoot() (string, error) {
 
 func isToolModule(dir string) bool { return filepath.Base(filepath.Dir(dir)) == "tools" }
 
+// StartEmpty starts an API server with no CRDs installed.
+func StartEmpty(scheme *runtime.Scheme) (*envtest.Environment, *rest.Config, error) {
+	return start(scheme, nil)
+}
+
 // Start starts an API server with the project's CRDs installed and returns it with a rest.Config
 // for it. It fails, rather than skips, when the binaries are missing: run `make test`, which
 // builds them first.
 func Start(scheme *runtime.Scheme, extraCRDDirs ...string) (*envtest.Environment, *rest.Config, error) {
+	root, err := RepoRoot()
+	if err != nil {
+		return nil, nil, err
+	}
+	return start(scheme, append([]string{filepath.Join(root, "config", "crd", "bases")}, extraCRDDirs...))
+}
+
+func start(scheme *runtime.Scheme, crdDirs []string) (*envtest.Environment, *rest.Config, error) {
 	root, err := RepoRoot()
 	if err != nil {
 		return nil, nil, err
@@ -52,8 +65,8 @@ func Start(scheme *runtime.Scheme, extraCRDDirs ...string) (*envtest.Environment
 	}
 	env := &envtest.Environment{
 		BinaryAssetsDirectory: assets,
-		CRDDirectoryPaths:     append([]string{filepath.Join(root, "config", "crd", "bases")}, extraCRDDirs...),
-		ErrorIfCRDPathMissing: true,
+		CRDDirectoryPaths:     crdDirs,
+		ErrorIfCRDPathMissing: len(crdDirs) > 0,
 		Scheme:                scheme,
 	}
 	cfg, err := env.Start()
