@@ -48,8 +48,12 @@ vet: ## Run go vet.
 verify-generated: controller-gen ## Fail when `make generate manifests` would change the generated files.
 	hack/verify-generated.sh
 
+.PHONY: verify-fmt
+verify-fmt: ## Fail when gofmt would change a file.
+	@out=$$(gofmt -l $$(git ls-files '*.go')); test -z "$$out" || { echo "gofmt needed:" $$out >&2; exit 1; }
+
 .PHONY: test
-test: verify-generated vet k8s-assets ## Run all tests against a real kube-apiserver + etcd (built into bin/k8s on first use).
+test: verify-generated verify-fmt vet k8s-assets ## Run all tests against a real kube-apiserver + etcd (built into bin/k8s on first use).
 	go test ./... -count=1 -coverprofile cover.out
 
 .PHONY: k8s-assets
