@@ -331,8 +331,10 @@ func TestInvalidSpecBecomesConditionWithoutHotLoop(t *testing.T) {
 			},
 		},
 		{
-			name:    "CPU request above its limit (rejected by the API server in the Deployment)",
-			mutate:  func(s *cachev1alpha1.RedisCacheSpec) { s.Resources.Limits[corev1.ResourceCPU] = resource.MustParse("10m") },
+			name: "CPU request above its limit (rejected by the API server in the Deployment)",
+			mutate: func(s *cachev1alpha1.RedisCacheSpec) {
+				s.Resources.Limits[corev1.ResourceCPU] = resource.MustParse("10m")
+			},
 			message: "must be less than or equal to cpu limit",
 			fix:     func(s *cachev1alpha1.RedisCacheSpec) { delete(s.Resources.Limits, corev1.ResourceCPU) },
 		},

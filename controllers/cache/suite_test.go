@@ -121,4 +121,3 @@ func reconcileCount(t *testing.T) float64 {
 	}
 	return total
 }
-
