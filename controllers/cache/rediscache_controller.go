@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	cachev1alpha1 "github.com/okgoes/okgoes-operator/api/cache/v1alpha1"
+	"github.com/okgoes/okgoes-operator/internal/errclass"
 )
 
 const (
@@ -86,10 +87,10 @@ func (r *RedisCacheReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	rc.Status = computeStatus(rc, s.obs)
 
 	requeue := time.Duration(0)
-	if !meta.IsStatusConditionTrue(rc.Status.Conditions, cachev1alpha1.ConditionReady) {
+	if s.obs.err == nil && !meta.IsStatusConditionTrue(rc.Status.Conditions, cachev1alpha1.ConditionReady) {
 		requeue = waitForReplicas
 	}
-	res, err := resultFor(s.obs.err, requeue)
+	res, err := errclass.Result(s.obs.err, requeue)
 	if perr := r.patchStatus(ctx, base, rc); perr != nil && err == nil {
 		err = perr
 	}
@@ -111,7 +112,7 @@ func runPhases(ctx context.Context, s *scope, phases ...phase) error {
 // reconcileSpec checks what admission could not (see validateSpec).
 func (r *RedisCacheReconciler) reconcileSpec(_ context.Context, s *scope) error {
 	if err := validateSpec(s.cache.Spec); err != nil {
-		return &stalledError{reason: ReasonInvalidSpec, message: err.Error()}
+		return errclass.Stalled(ReasonInvalidSpec, err.Error())
 	}
 	return nil
 }
@@ -131,14 +132,14 @@ func (r *RedisCacheReconciler) reconcileAuth(ctx context.Context, s *scope) erro
 	err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: s.cache.Namespace, Name: a.SecretRef.Name}, secret)
 	switch {
 	case apierrors.IsNotFound(err):
-		return &waitingError{reason: ReasonAuthSecretNotFound, after: poll,
-			message: fmt.Sprintf("Secret %q named by spec.auth.secretRef does not exist", a.SecretRef.Name)}
+		return errclass.Waiting(ReasonAuthSecretNotFound,
+			fmt.Sprintf("Secret %q named by spec.auth.secretRef does not exist", a.SecretRef.Name), poll)
 	case err != nil:
 		return fmt.Errorf("get auth secret: %w", err)
 	}
 	if _, ok := secret.Data[secretKey(a)]; !ok {
-		return &waitingError{reason: ReasonAuthSecretNotFound, after: poll,
-			message: fmt.Sprintf("Secret %q has no key %q", a.SecretRef.Name, secretKey(a))}
+		return errclass.Waiting(ReasonAuthSecretNotFound,
+			fmt.Sprintf("Secret %q has no key %q", a.SecretRef.Name, secretKey(a)), poll)
 	}
 	return nil
 }
@@ -185,17 +186,14 @@ func (r *RedisCacheReconciler) reconcilePDB(ctx context.Context, s *scope) error
 func (r *RedisCacheReconciler) ensure(ctx context.Context, rc *cachev1alpha1.RedisCache, kind string, obj client.Object, mutate func()) error {
 	op, err := controllerutil.CreateOrPatch(ctx, r.Client, obj, func() error {
 		if obj.GetUID() != "" && !metav1.IsControlledBy(obj, rc) {
-			return &stalledError{reason: ReasonResourceConflict,
-				message: fmt.Sprintf("%s %q exists and is not controlled by this RedisCache", kind, obj.GetName())}
+			return errclass.Stalled(ReasonResourceConflict,
+				fmt.Sprintf("%s %q exists and is not controlled by this RedisCache", kind, obj.GetName()))
 		}
 		mutate()
 		return controllerutil.SetControllerReference(rc, obj, r.Scheme())
 	})
 	if op != controllerutil.OperationResultNone {
 		log.FromContext(ctx).V(1).Info("wrote child", "kind", kind, "name", obj.GetName(), "operation", op)
-	}
-	if _, ok := err.(*stalledError); ok {
-		return err
 	}
 	return classifyChildError(kind, err)
 }

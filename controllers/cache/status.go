@@ -1,7 +1,6 @@
 package cache
 
 import (
-	"errors"
 	"fmt"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -10,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	cachev1alpha1 "github.com/okgoes/okgoes-operator/api/cache/v1alpha1"
+	"github.com/okgoes/okgoes-operator/internal/errclass"
 )
 
 // Condition reasons. Each is used by exactly one situation, so a Reason alone tells what happened.
@@ -59,20 +59,20 @@ func computeStatus(rc *cachev1alpha1.RedisCache, obs observation) cachev1alpha1.
 		})
 	}
 
-	var stalled *stalledError
-	var waiting *waitingError
+	stalled, isStalled := errclass.AsStalled(obs.err)
+	waiting, isWaiting := errclass.AsWaiting(obs.err)
 	switch {
-	case errors.As(obs.err, &stalled):
-		set(cachev1alpha1.ConditionReady, metav1.ConditionFalse, stalled.reason, stalled.message)
-		set(cachev1alpha1.ConditionDegraded, metav1.ConditionTrue, stalled.reason, stalled.message)
-		set(cachev1alpha1.ConditionProgressing, metav1.ConditionFalse, stalled.reason, "waiting for the spec to be fixed")
+	case isStalled:
+		set(cachev1alpha1.ConditionReady, metav1.ConditionFalse, stalled.Reason, stalled.Message)
+		set(cachev1alpha1.ConditionDegraded, metav1.ConditionTrue, stalled.Reason, stalled.Message)
+		set(cachev1alpha1.ConditionProgressing, metav1.ConditionFalse, stalled.Reason, "waiting for the spec to be fixed")
 		st.Phase = cachev1alpha1.PhaseDegraded
 		st.ObservedGeneration = gen // the spec was fully judged: it is invalid
 		return st
-	case errors.As(obs.err, &waiting):
-		set(cachev1alpha1.ConditionReady, metav1.ConditionFalse, waiting.reason, waiting.message)
-		set(cachev1alpha1.ConditionDegraded, metav1.ConditionTrue, waiting.reason, waiting.message)
-		set(cachev1alpha1.ConditionProgressing, metav1.ConditionFalse, waiting.reason, waiting.message)
+	case isWaiting:
+		set(cachev1alpha1.ConditionReady, metav1.ConditionFalse, waiting.Reason, waiting.Message)
+		set(cachev1alpha1.ConditionDegraded, metav1.ConditionTrue, waiting.Reason, waiting.Message)
+		set(cachev1alpha1.ConditionProgressing, metav1.ConditionFalse, waiting.Reason, waiting.Message)
 		st.Phase = cachev1alpha1.PhaseDegraded
 		st.ObservedGeneration = gen
 		return st

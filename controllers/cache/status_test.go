@@ -9,9 +9,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	ctrl "sigs.k8s.io/controller-runtime"
 
 	cachev1alpha1 "github.com/okgoes/okgoes-operator/api/cache/v1alpha1"
+	"github.com/okgoes/okgoes-operator/internal/errclass"
 )
 
 func corev1PullPolicy(s string) corev1.PullPolicy { return corev1.PullPolicy(s) }
@@ -83,13 +83,13 @@ func TestComputeStatus(t *testing.T) {
 		},
 		{
 			name: "invalid spec is terminal and observed", cache: cacheWith(1, 7),
-			obs:       observation{err: &stalledError{reason: ReasonInvalidSpec, message: "bad"}},
+			obs:       observation{err: errclass.Stalled(ReasonInvalidSpec, "bad")},
 			wantPhase: cachev1alpha1.PhaseDegraded, wantReady: metav1.ConditionFalse, wantReason: ReasonInvalidSpec,
 			wantDegraded: ReasonInvalidSpec, wantObserved: 7,
 		},
 		{
 			name: "missing secret is waited for", cache: cacheWith(1, 2),
-			obs:       observation{err: &waitingError{reason: ReasonAuthSecretNotFound, message: "no secret"}},
+			obs:       observation{err: errclass.Waiting(ReasonAuthSecretNotFound, "no secret", time.Second)},
 			wantPhase: cachev1alpha1.PhaseDegraded, wantReady: metav1.ConditionFalse, wantReason: ReasonAuthSecretNotFound,
 			wantDegraded: ReasonAuthSecretNotFound, wantObserved: 2,
 		},
@@ -120,30 +120,5 @@ func TestComputeStatusKeepsLastObservationOnTransientError(t *testing.T) {
 	got := computeStatus(rc, observation{err: errors.New("etcd timeout")})
 	if got.ObservedGeneration != 4 || got.Phase != cachev1alpha1.PhaseReady {
 		t.Errorf("a transient error changed the status: observed=%d phase=%s", got.ObservedGeneration, got.Phase)
-	}
-}
-
-func TestResultFor(t *testing.T) {
-	transient := errors.New("connection refused")
-	tests := []struct {
-		name    string
-		err     error
-		requeue time.Duration
-		want    ctrl.Result
-		wantErr error
-	}{
-		{"converged", nil, 0, ctrl.Result{}, nil},
-		{"waiting for replicas", nil, 10 * time.Second, ctrl.Result{RequeueAfter: 10 * time.Second}, nil},
-		{"invalid spec is not retried", &stalledError{reason: ReasonInvalidSpec}, 10 * time.Second, ctrl.Result{}, nil},
-		{"missing secret is polled", &waitingError{after: 30 * time.Second}, 0, ctrl.Result{RequeueAfter: 30 * time.Second}, nil},
-		{"transient error backs off", transient, 10 * time.Second, ctrl.Result{}, transient},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got, err := resultFor(tt.err, tt.requeue)
-			if got != tt.want || !errors.Is(err, tt.wantErr) || (tt.wantErr == nil) != (err == nil) {
-				t.Errorf("resultFor = %+v, %v; want %+v, %v", got, err, tt.want, tt.wantErr)
-			}
-		})
 	}
 }
