@@ -63,7 +63,7 @@ func getCache(t *testing.T, rc *cachev1alpha1.RedisCache) *cachev1alpha1.RedisCa
 // asked for the wanted number of replicas.
 func playDeploymentController(t *testing.T, key types.NamespacedName, want int32) {
 	t.Helper()
-	eventually(t, 10*time.Second, func() error {
+	eventually(t, 30*time.Second, func() error {
 		dep := &appsv1.Deployment{}
 		if err := k8s.Get(testCtx, key, dep); err != nil {
 			return err
@@ -81,7 +81,7 @@ func playDeploymentController(t *testing.T, key types.NamespacedName, want int32
 func waitForPhase(t *testing.T, rc *cachev1alpha1.RedisCache, phase cachev1alpha1.Phase, reason string) *cachev1alpha1.RedisCache {
 	t.Helper()
 	var got *cachev1alpha1.RedisCache
-	eventually(t, 15*time.Second, func() error {
+	eventually(t, 30*time.Second, func() error {
 		got = getCache(t, rc)
 		ready := meta.FindStatusCondition(got.Status.Conditions, cachev1alpha1.ConditionReady)
 		if got.Status.Phase != phase || ready == nil || ready.Reason != reason || got.Status.ObservedGeneration != got.Generation {
@@ -160,7 +160,7 @@ func TestSpecChangesRollPodsOnlyWhenConfigChanges(t *testing.T) {
 	if scaled.Status.ConfigHash != before.Status.ConfigHash {
 		t.Errorf("scaling changed the config hash %s -> %s", before.Status.ConfigHash, scaled.Status.ConfigHash)
 	}
-	eventually(t, 5*time.Second, func() error {
+	eventually(t, 30*time.Second, func() error {
 		if err := k8s.Get(testCtx, key, &policyv1.PodDisruptionBudget{}); !apierrors.IsNotFound(err) {
 			return fmt.Errorf("pdb still there at one replica: %v", err)
 		}
@@ -169,7 +169,7 @@ func TestSpecChangesRollPodsOnlyWhenConfigChanges(t *testing.T) {
 
 	// A policy change is: new hash on the pod template, new redis.conf in the ConfigMap.
 	patchSpec(t, scaled, func(s *cachev1alpha1.RedisCacheSpec) { s.Eviction.Policy = cachev1alpha1.EvictionVolatileTTL })
-	eventually(t, 5*time.Second, func() error {
+	eventually(t, 30*time.Second, func() error {
 		dep := &appsv1.Deployment{}
 		if err := k8s.Get(testCtx, key, dep); err != nil {
 			return err
@@ -220,7 +220,7 @@ func TestChildrenChangedByOthersAreRestored(t *testing.T) {
 	if err := k8s.Update(testCtx, cm); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 5*time.Second, func() error {
+	eventually(t, 30*time.Second, func() error {
 		if err := k8s.Get(testCtx, cmKey, cm); err != nil {
 			return err
 		}
@@ -241,7 +241,7 @@ func TestChildrenChangedByOthersAreRestored(t *testing.T) {
 	if err := k8s.Update(testCtx, dep); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 5*time.Second, func() error {
+	eventually(t, 30*time.Second, func() error {
 		if err := k8s.Get(testCtx, key, dep); err != nil {
 			return err
 		}
@@ -262,7 +262,7 @@ func TestChildrenChangedByOthersAreRestored(t *testing.T) {
 	if err := k8s.Delete(testCtx, svc); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 5*time.Second, func() error {
+	eventually(t, 30*time.Second, func() error {
 		got := &corev1.Service{}
 		if err := k8s.Get(testCtx, key, got); err != nil {
 			return err
@@ -523,7 +523,7 @@ func TestRedisPodsPassRestrictedPodSecurity(t *testing.T) {
 		t.Fatal(err)
 	}
 	dep := &appsv1.Deployment{}
-	eventually(t, 10*time.Second, func() error { return k8s.Get(testCtx, client.ObjectKeyFromObject(rc), dep) })
+	eventually(t, 30*time.Second, func() error { return k8s.Get(testCtx, client.ObjectKeyFromObject(rc), dep) })
 
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "redis-from-template"}, Spec: dep.Spec.Template.Spec}
 	if err := k8s.Create(testCtx, pod); err != nil {
