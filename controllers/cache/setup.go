@@ -1,39 +1,25 @@
 package cache
 
 import (
-	"time"
-
-	"golang.org/x/time/rate"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
-	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	cachev1alpha1 "github.com/okgoes/okgoes-operator/api/cache/v1alpha1"
+	"github.com/okgoes/okgoes-operator/internal/flowcontrol"
 )
 
 // Options tune the RedisCache controller.
 type Options struct {
 	// MaxConcurrentReconciles is how many RedisCaches are reconciled at once.
 	MaxConcurrentReconciles int
-}
-
-// RateLimiter is the workqueue rate limiter of the design: the slower of a per-item exponential
-// backoff (100ms to 2min) and a 20 qps / 50 burst bucket over all items, so a mass change cannot
-// flood the API server.
-func RateLimiter() workqueue.TypedRateLimiter[reconcile.Request] {
-	return workqueue.NewTypedMaxOfRateLimiter(
-		workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](100*time.Millisecond, 2*time.Minute),
-		&workqueue.TypedBucketRateLimiter[reconcile.Request]{Limiter: rate.NewLimiter(rate.Limit(20), 50)},
-	)
 }
 
 // SetupWithManager registers the controller. RedisCache events pass only on a spec change
@@ -58,7 +44,7 @@ func (r *RedisCacheReconciler) SetupWithManager(mgr ctrl.Manager, opts Options) 
 		})))).
 		WithOptions(controller.Options{
 			MaxConcurrentReconciles: opts.MaxConcurrentReconciles,
-			RateLimiter:             RateLimiter(),
+			RateLimiter:             flowcontrol.RateLimiter(),
 		}).
 		Named("rediscache").
 		Complete(r)
