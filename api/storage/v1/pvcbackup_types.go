@@ -1,0 +1,311 @@
+package v1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// DeletionPolicy says what happens to the backups in S3 when the PVCBackup is deleted.
+// +kubebuilder:validation:Enum=Retain;Delete
+type DeletionPolicy string
+
+const (
+	// DeletionRetain keeps the objects in S3 (the default: deleting a schedule is not deleting data).
+	DeletionRetain DeletionPolicy = "Retain"
+	// DeletionDelete removes every object of this PVCBackup from S3 before the PVCBackup goes away.
+	DeletionDelete DeletionPolicy = "Delete"
+)
+
+// PVCBackupSpec is the backup schedule the user asks for.
+// +kubebuilder:validation:XValidation:rule="!(has(self.timeZone) && (self.schedule.startsWith('CRON_TZ=') || self.schedule.startsWith('TZ=')))",message="set the time zone either in timeZone or as a CRON_TZ= prefix of schedule, not both"
+type PVCBackupSpec struct {
+	// PVCName is the PersistentVolumeClaim (in this namespace) to back up.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	PVCName string `json:"pvcName"`
+
+	// Schedule in cron format: five fields ("0 2 * * *"), a descriptor (@hourly, @daily, @weekly,
+	// @monthly, @yearly, @every 6h), optionally prefixed with CRON_TZ=<IANA zone>.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=128
+	// +kubebuilder:validation:XValidation:rule="self.matches('^((CRON_TZ|TZ)=[A-Za-z0-9_+/-]+ +)?(@(yearly|annually|monthly|weekly|daily|midnight|hourly)|@every +[0-9a-z.]+|[^ ]+( +[^ ]+){4})$')",message="schedule must be five cron fields or a descriptor such as @daily or @every 6h, optionally prefixed with CRON_TZ=<zone>"
+	Schedule string `json:"schedule"`
+
+	// TimeZone is the IANA time zone of the schedule (e.g. Europe/Berlin); default UTC.
+	// +kubebuilder:validation:MaxLength=64
+	// +optional
+	TimeZone *string `json:"timeZone,omitempty"`
+
+	// StartingDeadlineSeconds: a scheduled backup that could not start within this many seconds of
+	// its time (operator down, previous run still going) is counted as missed instead of run late.
+	// Unset: a late backup always runs (at most one catch-up run).
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	StartingDeadlineSeconds *int64 `json:"startingDeadlineSeconds,omitempty"`
+
+	// Suspend stops scheduling new backups; a running one finishes.
+	// +optional
+	Suspend bool `json:"suspend,omitempty"`
+
+	// Trigger requests a backup outside the schedule.
+	// +optional
+	Trigger *Trigger `json:"trigger,omitempty"`
+
+	// S3Bucket is the bucket the backups are written to. It must exist.
+	// +kubebuilder:validation:MinLength=3
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9][a-z0-9.-]*[a-z0-9]$`
+	S3Bucket string `json:"s3Bucket"`
+
+	// S3 is where and how to reach the bucket.
+	S3 S3Location `json:"s3"`
+
+	// Snapshot takes a crash-consistent CSI VolumeSnapshot of the PVC and backs that up. Without it,
+	// the PVC itself is mounted read-only by the mover (it must allow a second reader).
+	// +optional
+	Snapshot *SnapshotOptions `json:"snapshot,omitempty"`
+
+	// Mover tunes the pod that reads the volume and streams it to S3.
+	// +optional
+	Mover *MoverOptions `json:"mover,omitempty"`
+
+	// DeletionPolicy says what happens to the backups in S3 when this PVCBackup is deleted.
+	// +kubebuilder:default=Retain
+	// +optional
+	DeletionPolicy DeletionPolicy `json:"deletionPolicy,omitempty"`
+}
+
+// Trigger requests backups outside the schedule.
+type Trigger struct {
+	// Manual starts one backup each time it is set to a new value (e.g. a date or a counter).
+	// +kubebuilder:validation:MaxLength=128
+	// +optional
+	Manual string `json:"manual,omitempty"`
+}
+
+// S3Location is an S3-compatible endpoint, the key prefix in the bucket, and how to authenticate.
+type S3Location struct {
+	// Endpoint is host[:port] of the S3 API, without scheme (e.g. s3.eu-west-1.amazonaws.com,
+	// minio.backup.svc:9000).
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9.-]+(:[0-9]{1,5})?$`
+	Endpoint string `json:"endpoint"`
+
+	// Region of the bucket, when the endpoint needs one.
+	// +kubebuilder:validation:MaxLength=64
+	// +optional
+	Region string `json:"region,omitempty"`
+
+	// Prefix is prepended to every object key (e.g. "prod/"). Backups of this PVCBackup live under
+	// <prefix><namespace>/<name>/.
+	// +kubebuilder:validation:MaxLength=512
+	// +kubebuilder:validation:Pattern=`^([^/].*)?$`
+	// +optional
+	Prefix string `json:"prefix,omitempty"`
+
+	// CredentialsSecretRef names the Secret with the access key and secret key. Credentials are
+	// only ever passed by reference: the operator reads them to talk to S3 itself (bucket check,
+	// deletion) and the mover receives them as secretKeyRef environment variables.
+	CredentialsSecretRef CredentialsSecretRef `json:"credentialsSecretRef"`
+
+	// Insecure uses plain HTTP. Only for endpoints inside a trusted network.
+	// +optional
+	Insecure bool `json:"insecure,omitempty"`
+
+	// CABundleSecretRef names a Secret key with PEM certificates to trust for the endpoint, in
+	// addition to the system roots.
+	// +optional
+	CABundleSecretRef *SecretKeySelector `json:"caBundleSecretRef,omitempty"`
+}
+
+// CredentialsSecretRef names a Secret and the keys of the S3 credentials in it.
+type CredentialsSecretRef struct {
+	// Name of the Secret in this namespace.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+	// AccessKeyIDKey is the key of the access key ID.
+	// +kubebuilder:default=AWS_ACCESS_KEY_ID
+	// +optional
+	AccessKeyIDKey string `json:"accessKeyIDKey,omitempty"`
+	// SecretAccessKeyKey is the key of the secret access key.
+	// +kubebuilder:default=AWS_SECRET_ACCESS_KEY
+	// +optional
+	SecretAccessKeyKey string `json:"secretAccessKeyKey,omitempty"`
+}
+
+// SecretKeySelector is a key of a Secret in the same namespace.
+type SecretKeySelector struct {
+	// Name of the Secret.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+	// Key in the Secret.
+	// +kubebuilder:default=ca.crt
+	// +optional
+	Key string `json:"key,omitempty"`
+}
+
+// SnapshotOptions selects the CSI snapshot class.
+type SnapshotOptions struct {
+	// VolumeSnapshotClassName of the snapshot taken before each backup.
+	// +kubebuilder:validation:MinLength=1
+	VolumeSnapshotClassName string `json:"volumeSnapshotClassName"`
+}
+
+// MoverOptions tune the mover pod.
+type MoverOptions struct {
+	// PodSecurityContext of the mover pod, e.g. fsGroup or runAsUser to read a volume owned by a
+	// non-root user. The mover always runs with no privilege escalation, all capabilities dropped
+	// and the RuntimeDefault seccomp profile.
+	// +optional
+	PodSecurityContext *corev1.PodSecurityContext `json:"podSecurityContext,omitempty"`
+	// Resources of the mover container.
+	// +optional
+	Resources corev1.ResourceRequirements `json:"resources,omitempty"`
+}
+
+// Condition types of a PVCBackup.
+const (
+	// ConditionReady is True (good) when the schedule, the PVC and the credentials are usable and
+	// the last backup did not fail.
+	ConditionReady = "Ready"
+	// ConditionRunning is True while a backup runs; its Reason tells the stage, or why none runs.
+	ConditionRunning = "Running"
+	// ConditionDeletionFailed is True (bad) when deleting this PVCBackup's objects from S3 failed.
+	ConditionDeletionFailed = "DeletionFailed"
+)
+
+// RunResult is the outcome of one backup run.
+// +kubebuilder:validation:Enum=Succeeded;Failed
+type RunResult string
+
+// Run results.
+const (
+	RunSucceeded RunResult = "Succeeded"
+	RunFailed    RunResult = "Failed"
+)
+
+// ActiveRun is the backup currently running.
+type ActiveRun struct {
+	// ID of the run, also the name of its Job and temporary objects.
+	ID string `json:"id"`
+	// ScheduledTime the run stands for (the trigger time for manual runs).
+	ScheduledTime metav1.Time `json:"scheduledTime"`
+	// StartTime is when the operator started the run.
+	StartTime metav1.Time `json:"startTime"`
+	// Manual is true for a run started by trigger.manual.
+	// +optional
+	Manual bool `json:"manual,omitempty"`
+}
+
+// RunStatus is the record of one finished backup run.
+type RunStatus struct {
+	// ID of the run.
+	ID string `json:"id"`
+	// ScheduledTime the run stood for.
+	ScheduledTime metav1.Time `json:"scheduledTime"`
+	// StartTime and CompletionTime of the run.
+	StartTime      metav1.Time `json:"startTime"`
+	CompletionTime metav1.Time `json:"completionTime"`
+	// Duration of the run, e.g. "1m30s".
+	Duration string `json:"duration,omitempty"`
+	// Result of the run.
+	Result RunResult `json:"result"`
+	// Message explains a failure.
+	// +optional
+	Message string `json:"message,omitempty"`
+	// ObjectKey of the archive in the bucket.
+	// +optional
+	ObjectKey string `json:"objectKey,omitempty"`
+	// Bytes of the compressed archive.
+	// +optional
+	Bytes int64 `json:"bytes,omitempty"`
+	// ContentBytes of file data backed up (uncompressed).
+	// +optional
+	ContentBytes int64 `json:"contentBytes,omitempty"`
+	// Files backed up.
+	// +optional
+	Files int64 `json:"files,omitempty"`
+	// SHA256 of the archive object.
+	// +optional
+	SHA256 string `json:"sha256,omitempty"`
+	// Manual is true for a run started by trigger.manual.
+	// +optional
+	Manual bool `json:"manual,omitempty"`
+}
+
+// PVCBackupStatus is what the operator observed. It never holds intent.
+type PVCBackupStatus struct {
+	// ObservedGeneration is the metadata.generation this status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// LastBackup is when the last successful backup completed (RFC3339).
+	// +optional
+	LastBackup string `json:"lastBackup,omitempty"`
+	// NextBackup is when the next scheduled backup is due (RFC3339).
+	// +optional
+	NextBackup string `json:"nextBackup,omitempty"`
+	// LastScheduleTime is the scheduled time of the last run started: the scheduler's only state.
+	// +optional
+	LastScheduleTime *metav1.Time `json:"lastScheduleTime,omitempty"`
+	// LastManualTrigger is the last trigger.manual value a run was started for.
+	// +optional
+	LastManualTrigger string `json:"lastManualTrigger,omitempty"`
+	// ActiveRun is the run in progress, if any.
+	// +optional
+	ActiveRun *ActiveRun `json:"activeRun,omitempty"`
+	// LastRun is the last finished run.
+	// +optional
+	LastRun *RunStatus `json:"lastRun,omitempty"`
+	// History of the last finished runs, newest first (at most 10).
+	// +optional
+	// +kubebuilder:validation:MaxItems=10
+	History []RunStatus `json:"history,omitempty"`
+	// MissedSchedules counts scheduled times that never ran (operator down past the deadline, or
+	// more than one tick missed: only the latest is caught up).
+	// +optional
+	MissedSchedules int64 `json:"missedSchedules,omitempty"`
+	// SkippedSchedules counts scheduled times that came while a run was still going.
+	// +optional
+	SkippedSchedules int64 `json:"skippedSchedules,omitempty"`
+	// Conditions are Ready, Running and, when deletion fails, DeletionFailed.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// PVCBackup backs a PersistentVolumeClaim up to S3 on a cron schedule.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=pvcb,categories=okgoes
+// +kubebuilder:printcolumn:name="PVC",type=string,JSONPath=`.spec.pvcName`
+// +kubebuilder:printcolumn:name="Schedule",type=string,JSONPath=`.spec.schedule`
+// +kubebuilder:printcolumn:name="Last",type=string,JSONPath=`.status.lastBackup`
+// +kubebuilder:printcolumn:name="Next",type=string,JSONPath=`.status.nextBackup`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type PVCBackup struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// Spec is the desired backup schedule.
+	Spec PVCBackupSpec `json:"spec"`
+	// Status is what the operator observed.
+	Status PVCBackupStatus `json:"status,omitempty"`
+}
+
+// PVCBackupList is a list of PVCBackup.
+// +kubebuilder:object:root=true
+type PVCBackupList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []PVCBackup `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&PVCBackup{}, &PVCBackupList{})
+}
