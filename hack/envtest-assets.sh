@@ -2,11 +2,12 @@
 # Builds the test-cluster binaries into bin/k8s from the Go module proxy (no binary downloads are
 # possible on the machines this project is built on). Each binary is built only when missing.
 #
-#   hack/envtest-assets.sh [kube-apiserver|etcd|kubectl ...]   (default: all three)
+#   hack/envtest-assets.sh [kube-apiserver|etcd|kubectl|minio ...]   (default: all four)
 #
 # kube-apiserver and kubectl come from k8s.io/kubernetes v1.37.2 through the wrapper module in
 # hack/tools/k8s, whose go.mod replaces each staging module with its v0.37.2 release; etcd comes from
-# hack/tools/etcd (etcdmain). The version ldflags make discovery report v1.37.2 instead of
+# hack/tools/etcd (etcdmain); minio (the S3 server of the backup tests; AGPL, so only ever a
+# separate binary) from hack/tools/minio into bin/minio. The version ldflags make discovery report v1.37.2 instead of
 # v0.0.0-master, which kubectl and client-go version checks reject.
 set -euo pipefail
 
@@ -28,26 +29,29 @@ version_ldflags() {
 }
 
 build() {
-	local name=$1 dir pkg ldflags
+	local name=$1 dir pkg ldflags dest=$out
 	case $name in
 	kube-apiserver | kubectl | kube-controller-manager | kube-scheduler)
 		dir=$root/hack/tools/k8s pkg=k8s.io/kubernetes/cmd/$name ldflags=$(version_ldflags $k8s_version) ;;
 	etcd)
 		dir=$root/hack/tools/etcd pkg=./cmd/etcd ldflags="-s -w" ;;
+	minio)
+		dir=$root/hack/tools/minio pkg=github.com/minio/minio ldflags="-s -w" dest=$root/bin ;;
 	*) echo "envtest-assets: unknown binary $name" >&2; return 2 ;;
 	esac
-	if [ -x "$out/$name" ]; then
+	if [ -x "$dest/$name" ]; then
 		return 0
 	fi
-	echo "envtest-assets: building $name into $out (first time only; kube-apiserver takes ~8 min cold on 2 cores)" >&2
+	echo "envtest-assets: building $name into $dest (first time only; a few minutes cold on 2 cores)" >&2
 	local start=$SECONDS
-	(cd "$dir" && CGO_ENABLED=0 go build -ldflags "$ldflags" -o "$out/$name.tmp" "$pkg")
-	mv "$out/$name.tmp" "$out/$name"
+	mkdir -p "$dest"
+	(cd "$dir" && CGO_ENABLED=0 go build -ldflags "$ldflags" -o "$dest/$name.tmp" "$pkg")
+	mv "$dest/$name.tmp" "$dest/$name"
 	echo "envtest-assets: built $name in $((SECONDS - start))s" >&2
 }
 
 if [ $# -eq 0 ]; then
-	set -- etcd kube-apiserver kubectl
+	set -- etcd kube-apiserver kubectl minio
 fi
 for name in "$@"; do
 	build "$name"

@@ -1,0 +1,173 @@
+// Package objectstore is the S3 access of the operator and its mover, on minio-go. The
+// controllers declare the small interfaces they need; *Store satisfies them.
+package objectstore
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/credentials"
+)
+
+// Config says where a bucket is and how to authenticate.
+type Config struct {
+	Endpoint  string // host[:port], no scheme
+	Region    string
+	Bucket    string
+	AccessKey string
+	SecretKey string
+	Insecure  bool   // plain HTTP
+	CABundle  []byte // PEM certificates trusted in addition to the system roots
+}
+
+// Store is one bucket.
+type Store struct {
+	client *minio.Client
+	bucket string
+}
+
+// ObjectInfo describes one object.
+type ObjectInfo struct {
+	Key          string
+	Size         int64
+	LastModified time.Time
+}
+
+// New opens the bucket of cfg. It does not contact the server.
+func New(cfg Config) (*Store, error) {
+	transport, err := minio.DefaultTransport(!cfg.Insecure)
+	if err != nil {
+		return nil, err
+	}
+	if len(cfg.CABundle) > 0 {
+		pool, err := x509.SystemCertPool()
+		if err != nil {
+			pool = x509.NewCertPool()
+		}
+		if !pool.AppendCertsFromPEM(cfg.CABundle) {
+			return nil, errors.New("the CA bundle holds no PEM certificate")
+		}
+		transport.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	}
+	client, err := minio.New(cfg.Endpoint, &minio.Options{
+		Creds:     credentials.NewStaticV4(cfg.AccessKey, cfg.SecretKey, ""),
+		Secure:    !cfg.Insecure,
+		Region:    cfg.Region,
+		Transport: http.RoundTripper(transport),
+		// Fail fast on an unreachable endpoint instead of retrying for minutes: the caller's
+		// reconcile (or the next scheduled run) is the retry.
+		MaxRetries: 3,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("S3 client for %s: %w", cfg.Endpoint, err)
+	}
+	return &Store{client: client, bucket: cfg.Bucket}, nil
+}
+
+// BucketExists reports whether the bucket exists (and the credentials may see it).
+func (s *Store) BucketExists(ctx context.Context) (bool, error) {
+	return s.client.BucketExists(ctx, s.bucket)
+}
+
+// Upload streams r into key as a multipart upload of partSize parts. Memory stays bounded by
+// about one part: minio-go buffers each part before sending it, and one upload thread is used.
+func (s *Store) Upload(ctx context.Context, key string, r io.Reader, partSize uint64) (int64, error) {
+	info, err := s.client.PutObject(ctx, s.bucket, key, r, -1, minio.PutObjectOptions{
+		PartSize:    partSize,
+		NumThreads:  1,
+		ContentType: "application/zstd",
+	})
+	if err != nil {
+		return 0, err
+	}
+	return info.Size, nil
+}
+
+// PutBytes writes a small object in one request.
+func (s *Store) PutBytes(ctx context.Context, key string, data []byte, contentType string) error {
+	_, err := s.client.PutObject(ctx, s.bucket, key, bytes.NewReader(data), int64(len(data)),
+		minio.PutObjectOptions{ContentType: contentType})
+	return err
+}
+
+// Get opens an object for reading. A missing key is reported at once (IsNotFound), not at the
+// first Read.
+func (s *Store) Get(ctx context.Context, key string) (io.ReadCloser, error) {
+	obj, err := s.client.GetObject(ctx, s.bucket, key, minio.GetObjectOptions{})
+	if err != nil {
+		return nil, err
+	}
+	if _, err := obj.Stat(); err != nil {
+		obj.Close()
+		return nil, err
+	}
+	return obj, nil
+}
+
+// Delete removes key; a key already gone is success.
+func (s *Store) Delete(ctx context.Context, key string) error {
+	err := s.client.RemoveObject(ctx, s.bucket, key, minio.RemoveObjectOptions{})
+	if IsNotFound(err) {
+		return nil
+	}
+	return err
+}
+
+// DeletePrefix removes every object under prefix and returns how many it removed; nothing to
+// remove is success.
+func (s *Store) DeletePrefix(ctx context.Context, prefix string) (int, error) {
+	objects, err := s.List(ctx, prefix)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, o := range objects {
+		if err := s.Delete(ctx, o.Key); err != nil {
+			return n, fmt.Errorf("delete %s: %w", o.Key, err)
+		}
+		n++
+	}
+	return n, nil
+}
+
+// List returns the objects under prefix, in key order.
+func (s *Store) List(ctx context.Context, prefix string) ([]ObjectInfo, error) {
+	var out []ObjectInfo
+	for o := range s.client.ListObjects(ctx, s.bucket, minio.ListObjectsOptions{Prefix: prefix, Recursive: true}) {
+		if o.Err != nil {
+			return nil, o.Err
+		}
+		out = append(out, ObjectInfo{Key: o.Key, Size: o.Size, LastModified: o.LastModified})
+	}
+	return out, nil
+}
+
+// IsNotFound reports a missing key.
+func IsNotFound(err error) bool {
+	return err != nil && minio.ToErrorResponse(err).Code == minio.NoSuchKey
+}
+
+// IsNoSuchBucket reports a missing bucket.
+func IsNoSuchBucket(err error) bool {
+	return err != nil && minio.ToErrorResponse(err).Code == minio.NoSuchBucket
+}
+
+// IsAccessDenied reports credentials the server refused.
+func IsAccessDenied(err error) bool {
+	if err == nil {
+		return false
+	}
+	switch minio.ToErrorResponse(err).Code {
+	case minio.AccessDenied, minio.InvalidAccessKeyID, minio.SignatureDoesNotMatch:
+		return true
+	}
+	return false
+}
