@@ -1,9 +1,10 @@
-// Command okgoes-operator is the manager of the okgoes operator: it runs the RedisCache controller
-// (and, as they land, the storage controllers) with leader election, health probes and a
-// secured metrics endpoint.
+// Command okgoes-operator is the manager of the okgoes operator: it runs the RedisCache and
+// PVCBackup controllers with leader election, health probes and a secured metrics endpoint. The
+// same binary is the backup mover (`manager mover backup`) that runs in the backup Jobs.
 package main
 
 import (
+	"context"
 	"crypto/tls"
 	"flag"
 	"fmt"
@@ -19,15 +20,26 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
+
 	cachev1alpha1 "github.com/okgoes/okgoes-operator/api/cache/v1alpha1"
+	storagev1 "github.com/okgoes/okgoes-operator/api/storage/v1"
 	cachecontrollers "github.com/okgoes/okgoes-operator/controllers/cache"
+	storagecontrollers "github.com/okgoes/okgoes-operator/controllers/storage"
+	"github.com/okgoes/okgoes-operator/internal/mover"
+	"github.com/okgoes/okgoes-operator/internal/schedule"
 )
 
 var scheme = runtime.NewScheme()
 
+// version is set at build time (-ldflags "-X main.version=...") and recorded in backup manifests.
+var version = "dev"
+
 func init() {
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(cachev1alpha1.AddToScheme(scheme))
+	utilruntime.Must(storagev1.AddToScheme(scheme))
+	utilruntime.Must(snapshotv1.AddToScheme(scheme))
 }
 
 // config is what the command line sets.
@@ -35,6 +47,7 @@ type config struct {
 	metricsAddr, probeAddr, leaderNamespace string
 	secureMetrics, enableHTTP2, leaderElect bool
 	maxConcurrent                           int
+	moverImage                              string
 	zap                                     zap.Options
 }
 
@@ -51,11 +64,21 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	fs.StringVar(&c.leaderNamespace, "leader-election-namespace", "", "Namespace of the leader election Lease "+
 		"(default: the namespace the manager runs in).")
 	fs.IntVar(&c.maxConcurrent, "max-concurrent-reconciles", 4, "Objects reconciled at once, per controller.")
+	fs.StringVar(&c.moverImage, "mover-image", os.Getenv("RELATED_IMAGE_MOVER"), "Image of the backup mover Jobs: "+
+		"the operator's own image (default $RELATED_IMAGE_MOVER, set by the deployment manifests).")
 	c.zap.BindFlags(fs)
 	return c, fs.Parse(args)
 }
 
 func main() {
+	// `manager mover backup` is the program of the backup Jobs: the same image, another role.
+	if len(os.Args) > 2 && os.Args[1] == "mover" && os.Args[2] == "backup" {
+		if res := mover.RunBackup(context.Background(), os.Getenv, version); res.Result != "Succeeded" {
+			fmt.Fprintln(os.Stderr, "mover:", res.Message)
+			os.Exit(1)
+		}
+		return
+	}
 	c, err := parseFlags(flag.CommandLine, os.Args[1:])
 	if err != nil {
 		os.Exit(2)
@@ -102,6 +125,24 @@ func newManager(restConfig *rest.Config, c config) (ctrl.Manager, error) {
 		Recorder:  mgr.GetEventRecorder("rediscache-controller"),
 	}).SetupWithManager(mgr, cachecontrollers.Options{MaxConcurrentReconciles: c.maxConcurrent}); err != nil {
 		return nil, fmt.Errorf("set up the RedisCache controller: %w", err)
+	}
+	snapshots, err := storagecontrollers.SnapshotAPIServed(mgr)
+	if err != nil {
+		return nil, fmt.Errorf("discover the VolumeSnapshot API: %w", err)
+	}
+	if c.moverImage == "" {
+		return nil, fmt.Errorf("--mover-image (or $RELATED_IMAGE_MOVER) is required: the image of the backup Jobs")
+	}
+	if err := (&storagecontrollers.PVCBackupReconciler{
+		Client:             mgr.GetClient(),
+		APIReader:          mgr.GetAPIReader(),
+		Recorder:           mgr.GetEventRecorder("pvcbackup-controller"),
+		Clock:              schedule.RealClock{},
+		Stores:             storagecontrollers.MinioStores,
+		MoverImage:         c.moverImage,
+		SnapshotsAvailable: snapshots,
+	}).SetupWithManager(mgr, storagecontrollers.Options{MaxConcurrentReconciles: c.maxConcurrent}); err != nil {
+		return nil, fmt.Errorf("set up the PVCBackup controller: %w", err)
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return nil, err

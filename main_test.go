@@ -48,7 +48,7 @@ func TestManagerServesAuthorizedMetricsAndLeads(t *testing.T) {
 	addr := freePort(t)
 	c, err := parseFlags(flag.NewFlagSet("test", flag.ContinueOnError), []string{
 		"--metrics-bind-address=" + addr, "--health-probe-bind-address=0",
-		"--leader-elect", "--leader-election-namespace=default",
+		"--leader-elect", "--leader-election-namespace=default", "--mover-image=example.org/okgoes-operator:test",
 	})
 	if err != nil {
 		t.Fatal(err)

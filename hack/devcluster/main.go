@@ -114,6 +114,8 @@ func runManager(manager, kubeconfig string, args []string, signals <-chan os.Sig
 	args = append([]string{
 		"--metrics-bind-address=127.0.0.1:8080", "--metrics-secure=false",
 		"--health-probe-bind-address=127.0.0.1:8081",
+		// No kubelet runs here; the Jobs would use the image `make docker-build` produces.
+		"--mover-image=" + envOr("RELATED_IMAGE_MOVER", "quay.io/okgoes/okgoes-operator:v0.1.0"),
 	}, args...)
 	cmd := exec.Command(manager, args...)
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
@@ -144,4 +146,11 @@ func runManager(manager, kubeconfig string, args []string, signals <-chan os.Sig
 func mustGetwd() string {
 	wd, _ := os.Getwd()
 	return wd
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
 }

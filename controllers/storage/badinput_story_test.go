@@ -1,0 +1,160 @@
+package storage
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	storagev1 "github.com/okgoes/okgoes-operator/api/storage/v1"
+	"github.com/okgoes/okgoes-operator/internal/schedule"
+)
+
+func TestAdmissionRejectsInvalidBackups(t *testing.T) {
+	w := newWorld(t)
+	tests := []struct {
+		name    string
+		mutate  func(*storagev1.PVCBackup)
+		message string
+	}{
+		{"schedule that is not cron", func(pb *storagev1.PVCBackup) { pb.Spec.Schedule = "every day" }, "schedule must be five cron fields"},
+		{"time zone twice", func(pb *storagev1.PVCBackup) {
+			pb.Spec.Schedule = "CRON_TZ=Europe/Berlin 0 2 * * *"
+			pb.Spec.TimeZone = ptrTo("Europe/Berlin")
+		}, "not both"},
+		{"bucket name with capitals", func(pb *storagev1.PVCBackup) { pb.Spec.S3Bucket = "My_Bucket" }, "spec.s3Bucket"},
+		{"endpoint with a scheme", func(pb *storagev1.PVCBackup) { pb.Spec.S3.Endpoint = "https://s3.example.com" }, "spec.s3.endpoint"},
+		{"unknown deletion policy", func(pb *storagev1.PVCBackup) { pb.Spec.DeletionPolicy = "Purge" }, "spec.deletionPolicy"},
+		{"negative deadline", func(pb *storagev1.PVCBackup) { pb.Spec.StartingDeadlineSeconds = ptrTo[int64](-1) }, "spec.startingDeadlineSeconds"},
+		{"no PVC", func(pb *storagev1.PVCBackup) { pb.Spec.PVCName = "" }, "spec.pvcName"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			pb := w.backup("bad", "@daily")
+			tt.mutate(pb)
+			err := k8s.Create(testCtx, pb)
+			if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), tt.message) {
+				t.Fatalf("want Invalid mentioning %q, got %v", tt.message, err)
+			}
+		})
+	}
+	if err := k8s.Create(testCtx, w.backup("good", "CRON_TZ=Europe/Berlin 0 2 * * *")); err != nil {
+		t.Fatalf("valid backup rejected: %v", err)
+	}
+}
+
+// TestBadInputBecomesConditionsWithoutHotLoop runs the controller under a real manager (real
+// clock, watches, rate limiter) and applies each kind of bad input for real: each ends in its own
+// precise condition, the reconcile count stays bounded, and nothing reaches S3.
+func TestBadInputBecomesConditionsWithoutHotLoop(t *testing.T) {
+	w := newWorld(t)
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0"})
+	w.must(err)
+	r := &PVCBackupReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Clock: schedule.RealClock{},
+		Stores: MinioStores, MoverImage: "quay.io/okgoes/okgoes-operator:test", SnapshotsAvailable: true, PollInterval: time.Second}
+	w.must(r.SetupWithManager(mgr, Options{MaxConcurrentReconciles: 4}))
+	ctx, cancel := context.WithCancel(testCtx)
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	closed := closedPort(t)
+	w.must(k8s.Create(testCtx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: "wrong-keys"},
+		StringData: map[string]string{"access": "x", "secret": "y"}}))
+	w.must(k8s.Create(testCtx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: "wrong-secret"},
+		StringData: map[string]string{"AWS_ACCESS_KEY_ID": w.minio.AccessKey, "AWS_SECRET_ACCESS_KEY": "not-the-secret"}}))
+	tests := []struct {
+		name   string
+		mutate func(*storagev1.PVCBackup)
+		reason string
+	}{
+		{"invalid cron", func(pb *storagev1.PVCBackup) { pb.Spec.Schedule = "61 * * * *" }, ReasonInvalidSchedule},
+		{"unknown time zone", func(pb *storagev1.PVCBackup) { pb.Spec.TimeZone = ptrTo("Mars/Olympus") }, ReasonInvalidSchedule},
+		{"missing PVC", func(pb *storagev1.PVCBackup) { pb.Spec.PVCName = "nope" }, ReasonPVCNotFound},
+		{"missing Secret", func(pb *storagev1.PVCBackup) { pb.Spec.S3.CredentialsSecretRef.Name = "nope" }, ReasonCredentialsNotFound},
+		{"wrong keys", func(pb *storagev1.PVCBackup) { pb.Spec.S3.CredentialsSecretRef.Name = "wrong-keys" }, ReasonCredentialsNotFound},
+		{"wrong secret key", func(pb *storagev1.PVCBackup) { pb.Spec.S3.CredentialsSecretRef.Name = "wrong-secret" }, ReasonCredentialsRejected},
+		{"unreachable endpoint", func(pb *storagev1.PVCBackup) { pb.Spec.S3.Endpoint = closed }, ReasonEndpointUnreachable},
+		{"missing bucket", func(pb *storagev1.PVCBackup) { pb.Spec.S3Bucket = "no-such-bucket" }, ReasonBucketNotFound},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			pb := w.backup(fmt.Sprintf("bad-%d", i), "@daily")
+			pb.Spec.Trigger = &storagev1.Trigger{Manual: "now"} // a run is due at once
+			tt.mutate(pb)
+			w.must(k8s.Create(testCtx, pb))
+			var got storagev1.PVCBackup
+			err := wait.PollUntilContextTimeout(testCtx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+				if err := k8s.Get(testCtx, client.ObjectKeyFromObject(pb), &got); err != nil {
+					return false, err
+				}
+				return condition(&got, storagev1.ConditionReady).Reason == tt.reason, nil
+			})
+			if err != nil {
+				t.Fatalf("Ready = %+v, want reason %s", condition(&got, storagev1.ConditionReady), tt.reason)
+			}
+			start := reconciles(t)
+			time.Sleep(3 * time.Second)
+			n := reconciles(t) - start
+			t.Logf("%s: %q; %v reconciles in 3s (all bad objects so far are polled every 1s)", tt.reason,
+				condition(&got, storagev1.ConditionReady).Message, n)
+			if limit := float64(4 * (i + 1)); n > limit { // at most ~3 polls per waiting object in 3s
+				t.Errorf("%v reconciles in 3s for %d bad objects: a retry loop", n, i+1)
+			}
+			if strings.Contains(condition(&got, storagev1.ConditionReady).Message, w.minio.SecretKey) {
+				t.Errorf("the secret key leaked into the condition")
+			}
+			if got.Status.ActiveRun != nil {
+				t.Errorf("a run started despite %s", tt.reason)
+			}
+		})
+	}
+	if keys := w.keys(""); len(keys) != 0 {
+		t.Errorf("bad input uploaded objects: %v", keys)
+	}
+}
+
+func reconciles(t *testing.T) float64 {
+	t.Helper()
+	families, err := metrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := 0.0
+	for _, f := range families {
+		if f.GetName() == "controller_runtime_reconcile_total" {
+			for _, m := range f.GetMetric() {
+				for _, l := range m.GetLabel() {
+					if l.GetName() == "controller" && l.GetValue() == "pvcbackup" {
+						total += m.GetCounter().GetValue()
+					}
+				}
+			}
+		}
+	}
+	return total
+}
+
+// closedPort is a loopback address nothing listens on.
+func closedPort(t *testing.T) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return addr
+}
+
+func ptrTo[T any](v T) *T { return &v }

@@ -1,0 +1,146 @@
+package storage
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/okgoes/okgoes-operator/internal/errclass"
+	"github.com/okgoes/okgoes-operator/internal/mover"
+	"github.com/okgoes/okgoes-operator/internal/objectstore"
+)
+
+func (r *PVCBackupReconciler) poll() time.Duration {
+	if r.PollInterval > 0 {
+		return r.PollInterval
+	}
+	return defaultPollInterval
+}
+
+// checkDependencies verifies, before a run starts, that the PVC, the credentials and the bucket
+// are there. Each missing piece is a precise Waiting condition, polled, never a retry storm.
+func (r *PVCBackupReconciler) checkDependencies(ctx context.Context, s *scope) error {
+	pb := s.backup
+	pvc := &corev1.PersistentVolumeClaim{}
+	err := r.Get(ctx, client.ObjectKey{Namespace: pb.Namespace, Name: pb.Spec.PVCName}, pvc)
+	switch {
+	case apierrors.IsNotFound(err):
+		return errclass.Waiting(ReasonPVCNotFound, fmt.Sprintf("PersistentVolumeClaim %q does not exist", pb.Spec.PVCName), r.poll())
+	case err != nil:
+		return fmt.Errorf("get PVC: %w", err)
+	}
+	store, err := r.storeFor(ctx, s)
+	if err != nil {
+		return err
+	}
+	cctx, cancel := context.WithTimeout(ctx, s3Timeout)
+	defer cancel()
+	exists, err := store.BucketExists(cctx)
+	switch {
+	case err != nil:
+		return classifyS3Error(err, pb.Spec.S3Bucket, r.poll())
+	case !exists:
+		return errclass.Waiting(ReasonBucketNotFound, fmt.Sprintf("bucket %q does not exist at %s", pb.Spec.S3Bucket, pb.Spec.S3.Endpoint), r.poll())
+	}
+	return nil
+}
+
+// classifyS3Error turns an S3 error into a condition the user can act on. The messages come from
+// the S3 server and minio-go, which never include the secret key.
+func classifyS3Error(err error, bucket string, poll time.Duration) error {
+	switch {
+	case objectstore.IsAccessDenied(err):
+		return errclass.Waiting(ReasonCredentialsRejected, fmt.Sprintf("S3 refused the credentials: %v", err), poll)
+	case objectstore.IsNoSuchBucket(err):
+		return errclass.Waiting(ReasonBucketNotFound, fmt.Sprintf("bucket %q does not exist", bucket), poll)
+	default:
+		return errclass.Waiting(ReasonEndpointUnreachable, fmt.Sprintf("S3 endpoint unreachable: %v", err), poll)
+	}
+}
+
+// storeFor opens the ObjectStore with the credentials of the PVCBackup's Secret.
+func (r *PVCBackupReconciler) storeFor(ctx context.Context, s *scope) (ObjectStore, error) {
+	if s.store != nil {
+		return s.store, nil
+	}
+	pb := s.backup
+	ref := pb.Spec.S3.CredentialsSecretRef
+	secret := &corev1.Secret{}
+	err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: pb.Namespace, Name: ref.Name}, secret)
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, errclass.Waiting(ReasonCredentialsNotFound, fmt.Sprintf("Secret %q named by spec.s3.credentialsSecretRef does not exist", ref.Name), r.poll())
+	case err != nil:
+		return nil, fmt.Errorf("get credentials Secret: %w", err)
+	}
+	accessKey, secretKey := credentialKeys(pb)
+	for _, k := range []string{accessKey, secretKey} {
+		if len(secret.Data[k]) == 0 {
+			return nil, errclass.Waiting(ReasonCredentialsNotFound, fmt.Sprintf("Secret %q has no key %q", ref.Name, k), r.poll())
+		}
+	}
+	cfg := objectstore.Config{
+		Endpoint: pb.Spec.S3.Endpoint, Region: pb.Spec.S3.Region, Bucket: pb.Spec.S3Bucket, Insecure: pb.Spec.S3.Insecure,
+		AccessKey: string(secret.Data[accessKey]), SecretKey: string(secret.Data[secretKey]),
+	}
+	if ca := pb.Spec.S3.CABundleSecretRef; ca != nil {
+		caSecret := &corev1.Secret{}
+		if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: pb.Namespace, Name: ca.Name}, caSecret); err != nil {
+			if apierrors.IsNotFound(err) {
+				return nil, errclass.Waiting(ReasonCredentialsNotFound, fmt.Sprintf("CA bundle Secret %q does not exist", ca.Name), r.poll())
+			}
+			return nil, fmt.Errorf("get CA bundle Secret: %w", err)
+		}
+		cfg.CABundle = caSecret.Data[caKey(ca)]
+	}
+	store, err := r.Stores(cfg)
+	if err != nil {
+		return nil, errclass.Stalled(ReasonInvalidSpec, fmt.Sprintf("S3 configuration: %v", err))
+	}
+	s.store = store
+	return store, nil
+}
+
+// readManifest fetches and decodes the manifest of a run.
+func (r *PVCBackupReconciler) readManifest(ctx context.Context, s *scope, key string) (manifestSummary, error) {
+	store, err := r.storeFor(ctx, s)
+	if err != nil {
+		return manifestSummary{}, err
+	}
+	cctx, cancel := context.WithTimeout(ctx, s3Timeout)
+	defer cancel()
+	body, err := store.Get(cctx, key)
+	if err != nil {
+		return manifestSummary{}, err
+	}
+	defer body.Close()
+	m, err := mover.ReadManifest(body)
+	if err != nil {
+		return manifestSummary{}, err
+	}
+	return manifestSummary{Key: m.Archive.Key, Bytes: m.Archive.Bytes, SHA256: m.Archive.SHA256, Files: m.Files, ContentBytes: m.ContentBytes}, nil
+}
+
+// manifestSummary is the part of a manifest the status records.
+type manifestSummary struct {
+	Key          string
+	Bytes        int64
+	SHA256       string
+	Files        int64
+	ContentBytes int64
+}
+
+// moverFailureMessage extracts the mover's message from its termination message (JSON written
+// by internal/mover, or plain log text with FallbackToLogsOnError).
+func moverFailureMessage(termination string) string {
+	var res mover.Result
+	if err := json.Unmarshal([]byte(termination), &res); err == nil && res.Message != "" {
+		return "mover: " + res.Message
+	}
+	return "mover: " + termination
+}

@@ -1,0 +1,220 @@
+package storage
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/credentials"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	storagev1 "github.com/okgoes/okgoes-operator/api/storage/v1"
+	"github.com/okgoes/okgoes-operator/internal/mover"
+	"github.com/okgoes/okgoes-operator/internal/testenv"
+)
+
+const bucket = "backups"
+
+// world is one story's cluster namespace, MinIO, credentials and reconciler.
+type world struct {
+	t     *testing.T
+	ns    string
+	minio *testenv.MinIO
+	s3    *minio.Client
+	clock *fakeClock
+	r     *PVCBackupReconciler
+}
+
+func newWorld(t *testing.T) *world {
+	t.Helper()
+	w := &world{t: t, minio: testenv.StartMinIO(t), clock: &fakeClock{}}
+	var err error
+	w.s3, err = minio.New(w.minio.Endpoint, &minio.Options{Creds: credentials.NewStaticV4(w.minio.AccessKey, w.minio.SecretKey, "")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.s3.MakeBucket(testCtx, bucket, minio.MakeBucketOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "backup-"}}
+	w.must(k8s.Create(testCtx, ns))
+	w.ns = ns.Name
+	w.must(k8s.Create(testCtx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: "s3-creds"},
+		StringData: map[string]string{"AWS_ACCESS_KEY_ID": w.minio.AccessKey, "AWS_SECRET_ACCESS_KEY": w.minio.SecretKey}}))
+	w.must(k8s.Create(testCtx, &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: "data"},
+		Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}}}))
+	w.r = &PVCBackupReconciler{Client: k8s, APIReader: k8s, Clock: w.clock, Stores: MinioStores,
+		MoverImage: "quay.io/okgoes/okgoes-operator:test", SnapshotsAvailable: true, PollInterval: time.Second}
+	return w
+}
+
+func (w *world) must(err error) {
+	w.t.Helper()
+	if err != nil {
+		w.t.Fatal(err)
+	}
+}
+
+func (w *world) backup(name, schedule string) *storagev1.PVCBackup {
+	return &storagev1.PVCBackup{
+		ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: name},
+		Spec: storagev1.PVCBackupSpec{
+			PVCName: "data", Schedule: schedule, S3Bucket: bucket,
+			S3: storagev1.S3Location{Endpoint: w.minio.Endpoint, Insecure: true,
+				CredentialsSecretRef: storagev1.CredentialsSecretRef{Name: "s3-creds"}},
+		},
+	}
+}
+
+// create creates pb and sets the clock to its creation time.
+func (w *world) create(pb *storagev1.PVCBackup) {
+	w.t.Helper()
+	w.must(k8s.Create(testCtx, pb))
+	w.clock.Set(pb.CreationTimestamp.Time)
+}
+
+func (w *world) reconcile(pb *storagev1.PVCBackup) ctrl.Result {
+	w.t.Helper()
+	res, err := w.r.Reconcile(testCtx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(pb)})
+	if err != nil {
+		w.t.Fatalf("reconcile: %v", err)
+	}
+	w.must(k8s.Get(testCtx, client.ObjectKeyFromObject(pb), pb))
+	return res
+}
+
+func (w *world) job(pb *storagev1.PVCBackup) *batchv1.Job {
+	w.t.Helper()
+	if pb.Status.ActiveRun == nil {
+		w.t.Fatal("no active run")
+	}
+	job := &batchv1.Job{}
+	w.must(k8s.Get(testCtx, client.ObjectKey{Namespace: pb.Namespace, Name: runObjectName(pb, pb.Status.ActiveRun)}, job))
+	return job
+}
+
+func (w *world) jobs() []batchv1.Job {
+	list := &batchv1.JobList{}
+	w.must(k8s.List(testCtx, list, client.InNamespace(w.ns)))
+	return list.Items
+}
+
+// runMover plays the kubelet for a mover Job: it resolves the container's environment the way
+// the kubelet does (secretKeyRef from the Secret), points the source at dir, and runs the real
+// mover code. It returns the mover's Result.
+func (w *world) runMover(job *batchv1.Job, dir string) mover.Result {
+	w.t.Helper()
+	c := job.Spec.Template.Spec.Containers[0]
+	env := map[string]string{}
+	for _, e := range c.Env {
+		switch {
+		case e.ValueFrom == nil:
+			env[e.Name] = e.Value
+		case e.ValueFrom.SecretKeyRef != nil:
+			s := &corev1.Secret{}
+			w.must(k8s.Get(testCtx, client.ObjectKey{Namespace: job.Namespace, Name: e.ValueFrom.SecretKeyRef.Name}, s))
+			env[e.Name] = string(s.Data[e.ValueFrom.SecretKeyRef.Key])
+		}
+	}
+	env[mover.EnvSourceDir] = dir
+	env[mover.EnvTerminationLog] = filepath.Join(w.t.TempDir(), "termination-log")
+	return mover.RunBackup(testCtx, func(k string) string { return env[k] }, "test")
+}
+
+// finishJob writes the status the Job controller writes when the pod ended.
+func (w *world) finishJob(job *batchv1.Job, succeeded bool) {
+	w.t.Helper()
+	now := metav1.Now()
+	start := metav1.NewTime(now.Add(-time.Second))
+	job.Status.StartTime = &start
+	if succeeded {
+		job.Status.Succeeded = 1
+		job.Status.CompletionTime = &now
+		job.Status.Conditions = []batchv1.JobCondition{
+			{Type: batchv1.JobSuccessCriteriaMet, Status: corev1.ConditionTrue, LastTransitionTime: now},
+			{Type: batchv1.JobComplete, Status: corev1.ConditionTrue, LastTransitionTime: now},
+		}
+	} else {
+		job.Status.Failed = 1
+		job.Status.Conditions = []batchv1.JobCondition{
+			{Type: batchv1.JobFailureTarget, Status: corev1.ConditionTrue, Reason: "BackoffLimitExceeded", LastTransitionTime: now},
+			{Type: batchv1.JobFailed, Status: corev1.ConditionTrue, Reason: "BackoffLimitExceeded", Message: "Job has reached the specified backoff limit", LastTransitionTime: now},
+		}
+	}
+	w.must(k8s.Status().Update(testCtx, job))
+}
+
+// objectSHA256 downloads an object from MinIO and returns its size and sha256.
+func (w *world) objectSHA256(key string) (int64, string) {
+	w.t.Helper()
+	obj, err := w.s3.GetObject(testCtx, bucket, key, minio.GetObjectOptions{})
+	w.must(err)
+	defer obj.Close()
+	h := sha256.New()
+	n, err := io.Copy(h, obj)
+	w.must(err)
+	return n, hex.EncodeToString(h.Sum(nil))
+}
+
+func (w *world) keys(prefix string) []string {
+	var keys []string
+	for o := range w.s3.ListObjects(testCtx, bucket, minio.ListObjectsOptions{Prefix: prefix, Recursive: true}) {
+		w.must(o.Err)
+		keys = append(keys, o.Key)
+	}
+	return keys
+}
+
+// volume is a small tree standing for the PVC's content.
+func volume(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	data := make([]byte, 3<<20)
+	if _, err := rand.Read(data); err != nil {
+		t.Fatal(err)
+	}
+	for name, content := range map[string][]byte{"db/data.bin": data, "db/empty": nil, "README": []byte("hello\n")} {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, content, 0o640); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink("db/data.bin", filepath.Join(dir, "latest")); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func mustJSON(t *testing.T, v any) []byte {
+	t.Helper()
+	data, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+func reqFor(o client.Object) ctrl.Request {
+	return ctrl.Request{NamespacedName: client.ObjectKeyFromObject(o)}
+}
+
+func controllerutilContains(o client.Object, f string) bool {
+	return controllerutil.ContainsFinalizer(o, f)
+}

@@ -1,0 +1,180 @@
+package storage
+
+import (
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	storagev1 "github.com/okgoes/okgoes-operator/api/storage/v1"
+	"github.com/okgoes/okgoes-operator/internal/mover"
+)
+
+const (
+	moverContainer = "mover"
+	sourceMount    = "/data"
+	caMount        = "/etc/okgoes/s3-ca"
+	// moverUID is the distroless "nonroot" user the operator image runs as.
+	moverUID = 65532
+)
+
+func credentialKeys(pb *storagev1.PVCBackup) (accessKey, secretKey string) {
+	ref := pb.Spec.S3.CredentialsSecretRef
+	accessKey, secretKey = ref.AccessKeyIDKey, ref.SecretAccessKeyKey
+	if accessKey == "" {
+		accessKey = "AWS_ACCESS_KEY_ID"
+	}
+	if secretKey == "" {
+		secretKey = "AWS_SECRET_ACCESS_KEY"
+	}
+	return accessKey, secretKey
+}
+
+func caKey(ref *storagev1.SecretKeySelector) string {
+	if ref.Key == "" {
+		return "ca.crt"
+	}
+	return ref.Key
+}
+
+// desiredMoverJob is the Job of one run: the operator's own image running `mover backup` over
+// claim, mounted read-only. It is created once and never updated.
+func desiredMoverJob(pb *storagev1.PVCBackup, run *storagev1.ActiveRun, claim, image string) *batchv1.Job {
+	name := runObjectName(pb, run)
+	labels := runLabels(pb, run)
+	labels["app.kubernetes.io/component"] = "backup-mover"
+	accessKey, secretKey := credentialKeys(pb)
+	secretEnv := func(env, key string) corev1.EnvVar {
+		return corev1.EnvVar{Name: env, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+			LocalObjectReference: corev1.LocalObjectReference{Name: pb.Spec.S3.CredentialsSecretRef.Name}, Key: key}}}
+	}
+	env := []corev1.EnvVar{
+		{Name: mover.EnvSourceDir, Value: sourceMount},
+		{Name: mover.EnvEndpoint, Value: pb.Spec.S3.Endpoint},
+		{Name: mover.EnvRegion, Value: pb.Spec.S3.Region},
+		{Name: mover.EnvBucket, Value: pb.Spec.S3Bucket},
+		{Name: mover.EnvInsecure, Value: boolString(pb.Spec.S3.Insecure)},
+		secretEnv(mover.EnvAccessKey, accessKey),
+		secretEnv(mover.EnvSecretKey, secretKey),
+		{Name: mover.EnvBackupID, Value: run.ID},
+		{Name: mover.EnvArchiveKey, Value: archiveKey(pb, run.ID)},
+		{Name: mover.EnvManifestKey, Value: manifestKey(pb, run.ID)},
+		{Name: mover.EnvSourceNamespace, Value: pb.Namespace},
+		{Name: mover.EnvSourcePVC, Value: pb.Spec.PVCName},
+		{Name: mover.EnvScheduledTime, Value: run.ScheduledTime.UTC().Format(time.RFC3339)},
+	}
+	volumes := []corev1.Volume{{Name: "source", VolumeSource: corev1.VolumeSource{
+		PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim, ReadOnly: true}}}}
+	mounts := []corev1.VolumeMount{{Name: "source", MountPath: sourceMount, ReadOnly: true}}
+	if ca := pb.Spec.S3.CABundleSecretRef; ca != nil {
+		volumes = append(volumes, corev1.Volume{Name: "s3-ca", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+			SecretName: ca.Name, Items: []corev1.KeyToPath{{Key: caKey(ca), Path: "ca.crt"}}}}})
+		mounts = append(mounts, corev1.VolumeMount{Name: "s3-ca", MountPath: caMount, ReadOnly: true})
+		env = append(env, corev1.EnvVar{Name: mover.EnvCAFile, Value: caMount + "/ca.crt"})
+	}
+
+	podSecurity := &corev1.PodSecurityContext{
+		RunAsNonRoot:   ptr.To(true),
+		RunAsUser:      ptr.To[int64](moverUID),
+		RunAsGroup:     ptr.To[int64](moverUID),
+		SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+	}
+	var resources corev1.ResourceRequirements
+	if m := pb.Spec.Mover; m != nil {
+		if m.PodSecurityContext != nil {
+			podSecurity = overlayPodSecurity(podSecurity, m.PodSecurityContext)
+		}
+		resources = m.Resources
+	}
+
+	return &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Namespace: pb.Namespace, Name: name, Labels: labels},
+		Spec: batchv1.JobSpec{
+			// One attempt: a failed run is reported and the next schedule tries again, rather than
+			// re-reading the volume several times in a row.
+			BackoffLimit: ptr.To[int32](0),
+			// A safety net only: the controller deletes the Job once it has recorded the result.
+			TTLSecondsAfterFinished: ptr.To[int32](24 * 3600),
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{
+					RestartPolicy:                corev1.RestartPolicyNever,
+					AutomountServiceAccountToken: ptr.To(false),
+					EnableServiceLinks:           ptr.To(false),
+					SecurityContext:              podSecurity,
+					Volumes:                      volumes,
+					Containers: []corev1.Container{{
+						Name:                     moverContainer,
+						Image:                    image,
+						Command:                  []string{"/manager", "mover", "backup"},
+						Env:                      env,
+						VolumeMounts:             mounts,
+						Resources:                resources,
+						TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+						SecurityContext: &corev1.SecurityContext{
+							AllowPrivilegeEscalation: ptr.To(false),
+							ReadOnlyRootFilesystem:   ptr.To(true),
+							Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+						},
+					}},
+				},
+			},
+		},
+	}
+}
+
+// overlayPodSecurity sets the fields the user gave over the defaults.
+func overlayPodSecurity(base, user *corev1.PodSecurityContext) *corev1.PodSecurityContext {
+	out := base.DeepCopy()
+	if user.RunAsUser != nil {
+		out.RunAsUser = user.RunAsUser
+	}
+	if user.RunAsGroup != nil {
+		out.RunAsGroup = user.RunAsGroup
+	}
+	if user.RunAsNonRoot != nil {
+		out.RunAsNonRoot = user.RunAsNonRoot
+	}
+	if user.FSGroup != nil {
+		out.FSGroup = user.FSGroup
+	}
+	if user.FSGroupChangePolicy != nil {
+		out.FSGroupChangePolicy = user.FSGroupChangePolicy
+	}
+	if len(user.SupplementalGroups) > 0 {
+		out.SupplementalGroups = user.SupplementalGroups
+	}
+	if user.SeccompProfile != nil {
+		out.SeccompProfile = user.SeccompProfile
+	}
+	if user.SELinuxOptions != nil {
+		out.SELinuxOptions = user.SELinuxOptions
+	}
+	return out
+}
+
+func boolString(b bool) string {
+	if b {
+		return "true"
+	}
+	return "false"
+}
+
+// jobOutcome reads a Job's conditions: finished reports whether it is over, failed whether it
+// failed, and message the Job controller's reason.
+func jobOutcome(job *batchv1.Job) (finished, failed bool, message string) {
+	for _, c := range job.Status.Conditions {
+		if c.Status != corev1.ConditionTrue {
+			continue
+		}
+		switch c.Type {
+		case batchv1.JobComplete:
+			return true, false, ""
+		case batchv1.JobFailed:
+			return true, true, c.Reason + ": " + c.Message
+		}
+	}
+	return false, false, ""
+}

@@ -1,0 +1,54 @@
+package storage
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"path"
+	"strconv"
+	"time"
+
+	storagev1 "github.com/okgoes/okgoes-operator/api/storage/v1"
+)
+
+// Labels put on every temporary object of a run, so they can be found and removed.
+const (
+	labelBackup = "storage.okgoes.com/pvcbackup"
+	labelRun    = "storage.okgoes.com/run"
+)
+
+// runID names one run after the time it stands for. It is deterministic, so a reconcile that
+// crashed after creating a run's Job finds that Job again instead of creating a second one.
+func runID(scheduled time.Time, manual bool) string {
+	id := scheduled.UTC().Format("20060102T150405Z")
+	if manual {
+		id += "-manual"
+	}
+	return id
+}
+
+// runObjectName is the name of the Job, VolumeSnapshot and temporary PVC of a run: at most 63
+// characters (a Job's name becomes a pod label value), unique per PVCBackup and run.
+func runObjectName(pb *storagev1.PVCBackup, run *storagev1.ActiveRun) string {
+	suffix := strconv.FormatInt(run.ScheduledTime.Unix(), 10)
+	if run.Manual {
+		suffix += "-m"
+	}
+	name := pb.Name
+	if max := 63 - len(suffix) - 1; len(name) > max {
+		sum := sha256.Sum256([]byte(pb.Name))
+		name = name[:max-9] + "-" + hex.EncodeToString(sum[:4])
+	}
+	return name + "-" + suffix
+}
+
+// backupPrefix is where every object of one PVCBackup lives in the bucket.
+func backupPrefix(pb *storagev1.PVCBackup) string {
+	return pb.Spec.S3.Prefix + path.Join(pb.Namespace, pb.Name) + "/"
+}
+
+// archiveKey and manifestKey are the two objects of one backup. The manifest is written last:
+// a backup exists only when its manifest does.
+func archiveKey(pb *storagev1.PVCBackup, id string) string { return backupPrefix(pb) + id + ".tar.zst" }
+func manifestKey(pb *storagev1.PVCBackup, id string) string {
+	return backupPrefix(pb) + id + ".manifest.json"
+}

@@ -1,0 +1,371 @@
+// Package storage holds the PVCBackup reconciler: a stateless cron scheduler that runs one mover
+// Job per scheduled time, streaming the PVC (or a CSI snapshot of it) to S3.
+package storage
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+
+	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
+	"github.com/robfig/cron/v3"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	storagev1 "github.com/okgoes/okgoes-operator/api/storage/v1"
+	"github.com/okgoes/okgoes-operator/internal/errclass"
+	"github.com/okgoes/okgoes-operator/internal/objectstore"
+	"github.com/okgoes/okgoes-operator/internal/schedule"
+)
+
+const (
+	// finalizer guards the S3 objects of a PVCBackup with deletionPolicy Delete.
+	finalizer = "storage.okgoes.com/delete-backups"
+	// defaultPollInterval re-checks a missing PVC, Secret or bucket (the design's 30 s).
+	defaultPollInterval = 30 * time.Second
+	// runPollInterval is the safety-net requeue while a run is in progress; Job and snapshot
+	// updates normally wake the reconciler first.
+	runPollInterval = 30 * time.Second
+	// s3Timeout bounds every S3 call the controller makes.
+	s3Timeout    = 30 * time.Second
+	historyLimit = 10
+)
+
+// ObjectStore is what the controller needs from S3: a bucket check before a run, the manifest
+// after it, and the deletion of everything on finalization. internal/objectstore implements it.
+type ObjectStore interface {
+	BucketExists(ctx context.Context) (bool, error)
+	Get(ctx context.Context, key string) (io.ReadCloser, error)
+	DeletePrefix(ctx context.Context, prefix string) (int, error)
+}
+
+// StoreFactory opens an ObjectStore for a resolved configuration (with credentials).
+type StoreFactory func(objectstore.Config) (ObjectStore, error)
+
+// MinioStores is the StoreFactory of the real operator.
+func MinioStores(cfg objectstore.Config) (ObjectStore, error) { return objectstore.New(cfg) }
+
+// PVCBackupReconciler reconciles PVCBackup objects.
+type PVCBackupReconciler struct {
+	client.Client
+	// APIReader reads Secrets and pods uncached: the operator needs only get/list on them and
+	// keeps no Secret in memory.
+	APIReader client.Reader
+	Recorder  events.EventRecorder
+	Clock     schedule.Clock
+	Stores    StoreFactory
+	// MoverImage is the image of the mover Jobs: the operator's own image.
+	MoverImage string
+	// SnapshotsAvailable is true when the cluster serves snapshot.storage.k8s.io/v1.
+	SnapshotsAvailable bool
+	// PollInterval re-checks missing dependencies (default 30s).
+	PollInterval time.Duration
+}
+
+// scope is what the phases of one reconcile share.
+type scope struct {
+	backup *storagev1.PVCBackup
+	now    time.Time
+	// store is opened lazily by storeFor and reused within the reconcile.
+	store ObjectStore
+	// stage of the active run (SnapshotPending, Uploading) and a message about it.
+	stage, stageMessage string
+	// runFailure ends the active run as failed with this message (e.g. the snapshot failed).
+	runFailure string
+	// finished is the run that ended in this reconcile, for events and metrics.
+	finished *storagev1.RunStatus
+	// schedule is the parsed spec.schedule; next the next scheduled time; requeue the time to
+	// wait for anything.
+	schedule cron.Schedule
+	next     time.Time
+	requeue  time.Duration
+}
+
+// +kubebuilder:rbac:groups=storage.okgoes.com,resources=pvcbackups,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=storage.okgoes.com,resources=pvcbackups/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=storage.okgoes.com,resources=pvcbackups/finalizers,verbs=update
+// +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;delete
+// +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;list;watch;create;delete
+// +kubebuilder:rbac:groups="",resources=pods,verbs=list
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get
+// +kubebuilder:rbac:groups=snapshot.storage.k8s.io,resources=volumesnapshots,verbs=get;list;watch;create;delete
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// Reconcile schedules, starts, follows and records backup runs of one PVCBackup.
+func (r *PVCBackupReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	pb := &storagev1.PVCBackup{}
+	if err := r.Get(ctx, req.NamespacedName, pb); err != nil {
+		if apierrors.IsNotFound(err) {
+			forgetMetrics(req.Namespace, req.Name)
+		}
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	base := pb.DeepCopy()
+	s := &scope{backup: pb, now: r.Clock.Now()}
+
+	if !pb.DeletionTimestamp.IsZero() {
+		err := r.reconcileDelete(ctx, s)
+		if perr := r.patchStatus(ctx, base, pb); perr != nil && err == nil {
+			err = perr
+		}
+		return ctrl.Result{}, err
+	}
+	if err := r.reconcileFinalizer(ctx, pb); err != nil {
+		return ctrl.Result{}, err
+	}
+
+	err := runPhases(ctx, s,
+		r.reconcileSchedule,
+		r.reconcileActiveRun,
+		r.reconcileNextRun,
+	)
+	computeStatus(pb, s, err)
+	res, err := errclass.Result(err, s.requeue)
+	if perr := r.patchStatus(ctx, base, pb); perr != nil && err == nil {
+		err = perr
+	}
+	r.recordTransitions(base, pb, s)
+	observeMetrics(pb, s)
+	return res, err
+}
+
+type phase func(ctx context.Context, s *scope) error
+
+func runPhases(ctx context.Context, s *scope, phases ...phase) error {
+	for _, p := range phases {
+		if err := p(ctx, s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// reconcileSchedule checks the schedule (admission checks only its shape) and computes the next
+// scheduled time.
+func (r *PVCBackupReconciler) reconcileSchedule(_ context.Context, s *scope) error {
+	sched, err := schedule.Parse(s.backup.Spec.Schedule, ptr.Deref(s.backup.Spec.TimeZone, ""))
+	if err != nil {
+		return errclass.Stalled(ReasonInvalidSchedule, err.Error())
+	}
+	s.schedule = sched
+	s.next = sched.Next(s.now)
+	s.requeue = schedule.RequeueAfter(schedule.Decision{Next: s.next}, s.now)
+	return nil
+}
+
+// reconcileActiveRun follows the run in progress: snapshot, Job, result, cleanup.
+func (r *PVCBackupReconciler) reconcileActiveRun(ctx context.Context, s *scope) error {
+	pb := s.backup
+	run := pb.Status.ActiveRun
+	if run == nil {
+		return nil
+	}
+	claim, err := r.ensureSourceClaim(ctx, s)
+	if err != nil {
+		return err
+	}
+	if s.runFailure != "" {
+		return r.finishRun(ctx, s, storagev1.RunStatus{Result: storagev1.RunFailed, Message: s.runFailure})
+	}
+	if claim == "" { // waiting for the snapshot
+		s.requeue = min(s.requeue, 10*time.Second)
+		return nil
+	}
+
+	job := &batchv1.Job{}
+	err = r.Get(ctx, client.ObjectKey{Namespace: pb.Namespace, Name: runObjectName(pb, run)}, job)
+	if apierrors.IsNotFound(err) {
+		job = desiredMoverJob(pb, run, claim, r.MoverImage)
+		if err := controllerutil.SetControllerReference(pb, job, r.Scheme()); err != nil {
+			return err
+		}
+		if err := r.Create(ctx, job); err != nil && !apierrors.IsAlreadyExists(err) {
+			if apierrors.IsInvalid(err) {
+				return errclass.Stalled(ReasonInvalidSpec, fmt.Sprintf("the API server rejected the mover Job built from the spec: %v", err))
+			}
+			return fmt.Errorf("create mover Job: %w", err)
+		}
+		s.stage = ReasonUploading
+		s.requeue = min(s.requeue, runPollInterval)
+		return nil
+	} else if err != nil {
+		return fmt.Errorf("get mover Job: %w", err)
+	}
+
+	finished, failed, jobMessage := jobOutcome(job)
+	switch {
+	case !finished:
+		s.stage = ReasonUploading
+		s.requeue = min(s.requeue, runPollInterval)
+		return nil
+	case failed:
+		msg := r.moverMessage(ctx, job)
+		if msg == "" {
+			msg = "mover Job failed: " + jobMessage
+		}
+		return r.finishRun(ctx, s, storagev1.RunStatus{Result: storagev1.RunFailed, Message: msg})
+	}
+	m, err := r.readManifest(ctx, s, manifestKey(pb, run.ID))
+	if err != nil {
+		if objectstore.IsNotFound(err) {
+			return r.finishRun(ctx, s, storagev1.RunStatus{Result: storagev1.RunFailed,
+				Message: "the mover Job succeeded but wrote no manifest: the backup is not usable"})
+		}
+		return err // S3 hiccup: try again with backoff, the run stays active
+	}
+	return r.finishRun(ctx, s, storagev1.RunStatus{
+		Result: storagev1.RunSucceeded, ObjectKey: m.Key, Bytes: m.Bytes, SHA256: m.SHA256,
+		Files: m.Files, ContentBytes: m.ContentBytes,
+	})
+}
+
+// finishRun records the end of the active run and removes its temporary objects.
+func (r *PVCBackupReconciler) finishRun(ctx context.Context, s *scope, rec storagev1.RunStatus) error {
+	pb, run := s.backup, s.backup.Status.ActiveRun
+	if err := r.cleanupRun(ctx, pb, run); err != nil {
+		return err
+	}
+	rec.ID, rec.ScheduledTime, rec.StartTime, rec.Manual = run.ID, run.ScheduledTime, run.StartTime, run.Manual
+	rec.CompletionTime = metav1.NewTime(s.now)
+	rec.Duration = s.now.Sub(run.StartTime.Time).Round(time.Second).String()
+	st := &pb.Status
+	st.LastRun = &rec
+	st.History = append([]storagev1.RunStatus{rec}, st.History...)
+	if len(st.History) > historyLimit {
+		st.History = st.History[:historyLimit]
+	}
+	if rec.Result == storagev1.RunSucceeded {
+		st.LastBackup = s.now.UTC().Format(time.RFC3339)
+	}
+	st.ActiveRun = nil
+	s.finished = &rec
+	s.stage = ""
+	return nil
+}
+
+// cleanupRun deletes the Job, snapshot and temporary PVC of a run. Already gone is success.
+func (r *PVCBackupReconciler) cleanupRun(ctx context.Context, pb *storagev1.PVCBackup, run *storagev1.ActiveRun) error {
+	name := runObjectName(pb, run)
+	objs := []client.Object{
+		&batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: pb.Namespace, Name: name}},
+	}
+	if pb.Spec.Snapshot != nil && r.SnapshotsAvailable {
+		objs = append(objs,
+			&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: pb.Namespace, Name: name}},
+			&snapshotv1.VolumeSnapshot{ObjectMeta: metav1.ObjectMeta{Namespace: pb.Namespace, Name: name}})
+	}
+	for _, o := range objs {
+		err := r.Delete(ctx, o, client.PropagationPolicy(metav1.DeletePropagationBackground))
+		if err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("delete %T %s of run %s: %w", o, name, run.ID, err)
+		}
+	}
+	return nil
+}
+
+// moverMessage is the mover's own account of a failure, from its pod's termination message.
+func (r *PVCBackupReconciler) moverMessage(ctx context.Context, job *batchv1.Job) string {
+	pods := &corev1.PodList{}
+	if err := r.APIReader.List(ctx, pods, client.InNamespace(job.Namespace), client.MatchingLabels{"job-name": job.Name}); err != nil {
+		return ""
+	}
+	for _, p := range pods.Items {
+		for _, cs := range p.Status.ContainerStatuses {
+			if t := cs.State.Terminated; t != nil && t.Message != "" {
+				return moverFailureMessage(t.Message)
+			}
+		}
+	}
+	return ""
+}
+
+// reconcileNextRun starts a run when one is due, or counts the ticks that cannot run.
+func (r *PVCBackupReconciler) reconcileNextRun(ctx context.Context, s *scope) error {
+	pb := s.backup
+	last := pb.Status.LastScheduleTime
+	in := schedule.Input{Schedule: s.schedule, Created: pb.CreationTimestamp.Time, Now: s.now,
+		Running: pb.Status.ActiveRun != nil, Suspended: pb.Spec.Suspend}
+	if last != nil {
+		in.LastScheduled = ptr.To(last.Time)
+	}
+	if d := pb.Spec.StartingDeadlineSeconds; d != nil {
+		in.StartingDeadline = ptr.To(time.Duration(*d) * time.Second)
+	}
+	d := schedule.Decide(in)
+	s.next = d.Next
+	s.requeue = min(s.requeue, schedule.RequeueAfter(d, s.now))
+	manual := pb.Spec.Trigger != nil && pb.Status.ActiveRun == nil &&
+		schedule.ManualDue(pb.Spec.Trigger.Manual, pb.Status.LastManualTrigger)
+	start := pb.Status.ActiveRun == nil && (d.Run != nil || manual)
+	if start {
+		// Everything a run needs must be there, checked now rather than by a failing pod. Until
+		// it is, the tick stays due (and runs late, within startingDeadlineSeconds).
+		if err := r.checkDependencies(ctx, s); err != nil {
+			return err
+		}
+	}
+	pb.Status.MissedSchedules += int64(d.Missed)
+	pb.Status.SkippedSchedules += int64(d.Skipped)
+	if d.Handled != nil {
+		pb.Status.LastScheduleTime = ptr.To(metav1.NewTime(*d.Handled))
+	}
+	if !start {
+		return nil
+	}
+	run := &storagev1.ActiveRun{StartTime: metav1.NewTime(s.now)}
+	if d.Run != nil {
+		run.ScheduledTime = metav1.NewTime(*d.Run)
+	} else {
+		run.ScheduledTime, run.Manual = metav1.NewTime(s.now), true
+	}
+	if manual {
+		pb.Status.LastManualTrigger = pb.Spec.Trigger.Manual
+	}
+	run.ID = runID(run.ScheduledTime.Time, run.Manual)
+	pb.Status.ActiveRun = run
+	// Create the snapshot or Job right away; the next reconcile follows it.
+	return r.reconcileActiveRun(ctx, s)
+}
+
+// patchStatus writes the status computed in this reconcile, once, skipped when unchanged.
+func (r *PVCBackupReconciler) patchStatus(ctx context.Context, base, pb *storagev1.PVCBackup) error {
+	if equality.Semantic.DeepEqual(base.Status, pb.Status) {
+		return nil
+	}
+	if err := r.Status().Patch(ctx, pb, client.MergeFrom(base)); err != nil {
+		return fmt.Errorf("patch status: %w", client.IgnoreNotFound(err))
+	}
+	return nil
+}
+
+// recordTransitions emits events when a run starts or ends and when Ready changes reason.
+func (r *PVCBackupReconciler) recordTransitions(base, pb *storagev1.PVCBackup, s *scope) {
+	if r.Recorder == nil {
+		return
+	}
+	if base.Status.ActiveRun == nil && pb.Status.ActiveRun != nil {
+		r.Recorder.Eventf(pb, nil, corev1.EventTypeNormal, "BackupStarted", "Backup", "backup %s started", pb.Status.ActiveRun.ID)
+	}
+	if run := s.finished; run != nil {
+		if run.Result == storagev1.RunSucceeded {
+			r.Recorder.Eventf(pb, nil, corev1.EventTypeNormal, "BackupSucceeded", "Backup", "backup %s: %d bytes to %s", run.ID, run.Bytes, run.ObjectKey)
+		} else {
+			r.Recorder.Eventf(pb, nil, corev1.EventTypeWarning, "BackupFailed", "Backup", "backup %s failed: %s", run.ID, run.Message)
+		}
+	}
+	before := meta.FindStatusCondition(base.Status.Conditions, storagev1.ConditionReady)
+	after := meta.FindStatusCondition(pb.Status.Conditions, storagev1.ConditionReady)
+	if after != nil && after.Status == metav1.ConditionFalse && (before == nil || before.Reason != after.Reason) && after.Reason != ReasonBackupFailed {
+		r.Recorder.Eventf(pb, nil, corev1.EventTypeWarning, after.Reason, "Reconcile", "%s", after.Message)
+	}
+}

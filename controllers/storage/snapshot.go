@@ -1,0 +1,108 @@
+package storage
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	storagev1 "github.com/okgoes/okgoes-operator/api/storage/v1"
+	"github.com/okgoes/okgoes-operator/internal/errclass"
+)
+
+// snapshotReadyBound is how long a VolumeSnapshot may stay not-ready before the run's status says
+// so loudly (the run keeps waiting: some drivers take long for big volumes).
+const snapshotReadyBound = 10 * time.Minute
+
+// ensureSourceClaim returns the claim the mover reads: the PVC itself, or — with a snapshot class
+// — a temporary PVC restored from a VolumeSnapshot of it, once that snapshot is ready.
+func (r *PVCBackupReconciler) ensureSourceClaim(ctx context.Context, s *scope) (string, error) {
+	pb, run := s.backup, s.backup.Status.ActiveRun
+	if pb.Spec.Snapshot == nil {
+		return pb.Spec.PVCName, nil
+	}
+	if !r.SnapshotsAvailable {
+		return "", errclass.Stalled(ReasonSnapshotsUnsupported,
+			"spec.snapshot is set but the cluster has no snapshot.storage.k8s.io/v1 VolumeSnapshot API")
+	}
+	name := runObjectName(pb, run)
+	vs := &snapshotv1.VolumeSnapshot{ObjectMeta: metav1.ObjectMeta{Namespace: pb.Namespace, Name: name}}
+	if err := r.Get(ctx, client.ObjectKeyFromObject(vs), vs); apierrors.IsNotFound(err) {
+		vs.Labels = runLabels(pb, run)
+		vs.Spec = snapshotv1.VolumeSnapshotSpec{
+			Source:                  snapshotv1.VolumeSnapshotSource{PersistentVolumeClaimName: ptr.To(pb.Spec.PVCName)},
+			VolumeSnapshotClassName: ptr.To(pb.Spec.Snapshot.VolumeSnapshotClassName),
+		}
+		if err := controllerutil.SetControllerReference(pb, vs, r.Scheme()); err != nil {
+			return "", err
+		}
+		if err := r.Create(ctx, vs); err != nil && !apierrors.IsAlreadyExists(err) {
+			return "", fmt.Errorf("create VolumeSnapshot: %w", err)
+		}
+		s.stage = ReasonSnapshotPending
+		return "", nil
+	} else if err != nil {
+		return "", fmt.Errorf("get VolumeSnapshot: %w", err)
+	}
+	if st := vs.Status; st != nil && st.Error != nil && st.Error.Message != nil {
+		s.runFailure = fmt.Sprintf("VolumeSnapshot %s failed: %s", name, *st.Error.Message)
+		return "", nil
+	}
+	if vs.Status == nil || !ptr.Deref(vs.Status.ReadyToUse, false) {
+		s.stage = ReasonSnapshotPending
+		if age := s.now.Sub(vs.CreationTimestamp.Time); age > snapshotReadyBound {
+			s.stageMessage = fmt.Sprintf("VolumeSnapshot %s is not ready after %s; check the CSI driver and snapshot class %q",
+				name, age.Round(time.Second), pb.Spec.Snapshot.VolumeSnapshotClassName)
+		}
+		return "", nil
+	}
+
+	source := &corev1.PersistentVolumeClaim{}
+	if err := r.Get(ctx, client.ObjectKey{Namespace: pb.Namespace, Name: pb.Spec.PVCName}, source); err != nil {
+		return "", fmt.Errorf("get source PVC: %w", err)
+	}
+	tmp := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: pb.Namespace, Name: name}}
+	if err := r.Get(ctx, client.ObjectKeyFromObject(tmp), tmp); apierrors.IsNotFound(err) {
+		tmp = desiredSnapshotClaim(pb, run, name, source, vs)
+		if err := controllerutil.SetControllerReference(pb, tmp, r.Scheme()); err != nil {
+			return "", err
+		}
+		if err := r.Create(ctx, tmp); err != nil && !apierrors.IsAlreadyExists(err) {
+			return "", fmt.Errorf("create PVC from snapshot: %w", err)
+		}
+	} else if err != nil {
+		return "", fmt.Errorf("get PVC from snapshot: %w", err)
+	}
+	return name, nil
+}
+
+// desiredSnapshotClaim is a PVC restored from the run's snapshot, like the source PVC.
+func desiredSnapshotClaim(pb *storagev1.PVCBackup, run *storagev1.ActiveRun, name string, source *corev1.PersistentVolumeClaim,
+	vs *snapshotv1.VolumeSnapshot) *corev1.PersistentVolumeClaim {
+	size := source.Spec.Resources.Requests[corev1.ResourceStorage]
+	if vs.Status != nil && vs.Status.RestoreSize != nil && vs.Status.RestoreSize.Cmp(size) > 0 {
+		size = *vs.Status.RestoreSize
+	}
+	return &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Namespace: pb.Namespace, Name: name, Labels: runLabels(pb, run)},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			StorageClassName: source.Spec.StorageClassName,
+			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: size}},
+			DataSource: &corev1.TypedLocalObjectReference{
+				APIGroup: ptr.To(snapshotv1.GroupName), Kind: "VolumeSnapshot", Name: vs.Name,
+			},
+		},
+	}
+}
+
+func runLabels(pb *storagev1.PVCBackup, run *storagev1.ActiveRun) map[string]string {
+	return map[string]string{labelBackup: pb.Name, labelRun: run.ID, "app.kubernetes.io/managed-by": "okgoes-operator"}
+}

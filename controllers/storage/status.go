@@ -1,0 +1,95 @@
+package storage
+
+import (
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	storagev1 "github.com/okgoes/okgoes-operator/api/storage/v1"
+	"github.com/okgoes/okgoes-operator/internal/errclass"
+)
+
+// Condition reasons of a PVCBackup.
+const (
+	// Ready reasons.
+	ReasonScheduled            = "Scheduled"            // True: backups will run
+	ReasonInvalidSchedule      = "InvalidSchedule"      // False, stalled: the cron expression or time zone is wrong
+	ReasonInvalidSpec          = "InvalidSpec"          // False, stalled: a Job or S3 config built from the spec was rejected
+	ReasonSnapshotsUnsupported = "SnapshotsUnsupported" // False, stalled: spec.snapshot without the VolumeSnapshot API
+	ReasonPVCNotFound          = "PVCNotFound"          // False, polled
+	ReasonCredentialsNotFound  = "CredentialsNotFound"  // False, polled: Secret or key missing
+	ReasonCredentialsRejected  = "CredentialsRejected"  // False, polled: S3 refused them
+	ReasonBucketNotFound       = "BucketNotFound"       // False, polled
+	ReasonEndpointUnreachable  = "EndpointUnreachable"  // False, polled
+	ReasonBackupFailed         = "BackupFailed"         // False: the last run failed; the next tick tries again
+	// Running reasons.
+	ReasonWaitingForSchedule = "WaitingForSchedule" // False: no run yet, waiting for the first tick
+	ReasonSnapshotPending    = "SnapshotPending"    // True: waiting for the VolumeSnapshot to be ready
+	ReasonUploading          = "Uploading"          // True: the mover Job streams the volume to S3
+	ReasonSucceeded          = "Succeeded"          // False: the last run succeeded
+	ReasonFailed             = "Failed"             // False: the last run failed
+	ReasonSuspended          = "Suspended"          // False: spec.suspend
+	// DeletionFailed reasons.
+	ReasonDeletionFailed = "DeletionFailed"
+)
+
+// computeStatus is the one place the conditions and summary fields of a PVCBackup are decided,
+// from the run state in its status and the classified error of the reconcile.
+func computeStatus(pb *storagev1.PVCBackup, s *scope, err error) {
+	st := &pb.Status
+	set := func(t string, status metav1.ConditionStatus, reason, msg string) {
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: t, Status: status, Reason: reason, Message: msg,
+			ObservedGeneration: pb.Generation})
+	}
+	if !s.next.IsZero() && !pb.Spec.Suspend {
+		st.NextBackup = s.next.UTC().Format(time.RFC3339)
+	} else {
+		st.NextBackup = ""
+	}
+
+	stalled, isStalled := errclass.AsStalled(err)
+	waiting, isWaiting := errclass.AsWaiting(err)
+	switch {
+	case isStalled:
+		set(storagev1.ConditionReady, metav1.ConditionFalse, stalled.Reason, stalled.Message)
+	case isWaiting:
+		set(storagev1.ConditionReady, metav1.ConditionFalse, waiting.Reason, waiting.Message)
+	case err != nil:
+		// Transient: keep the last observation, do not claim this generation was acted on.
+		return
+	case st.LastRun != nil && st.LastRun.Result == storagev1.RunFailed && st.ActiveRun == nil:
+		set(storagev1.ConditionReady, metav1.ConditionFalse, ReasonBackupFailed,
+			fmt.Sprintf("backup %s failed: %s", st.LastRun.ID, st.LastRun.Message))
+	default:
+		msg := "next backup at " + st.NextBackup
+		if pb.Spec.Suspend {
+			msg = "suspended"
+		}
+		set(storagev1.ConditionReady, metav1.ConditionTrue, ReasonScheduled, msg)
+	}
+	st.ObservedGeneration = pb.Generation
+
+	switch {
+	case st.ActiveRun != nil:
+		reason := s.stage
+		if reason == "" {
+			reason = ReasonUploading
+		}
+		msg := s.stageMessage
+		if msg == "" {
+			msg = fmt.Sprintf("backup %s started at %s", st.ActiveRun.ID, st.ActiveRun.StartTime.UTC().Format(time.RFC3339))
+		}
+		set(storagev1.ConditionRunning, metav1.ConditionTrue, reason, msg)
+	case pb.Spec.Suspend:
+		set(storagev1.ConditionRunning, metav1.ConditionFalse, ReasonSuspended, "spec.suspend is true")
+	case st.LastRun == nil:
+		set(storagev1.ConditionRunning, metav1.ConditionFalse, ReasonWaitingForSchedule, "no backup has run yet")
+	case st.LastRun.Result == storagev1.RunSucceeded:
+		set(storagev1.ConditionRunning, metav1.ConditionFalse, ReasonSucceeded,
+			fmt.Sprintf("backup %s: %d bytes, sha256 %s", st.LastRun.ID, st.LastRun.Bytes, st.LastRun.SHA256))
+	default:
+		set(storagev1.ConditionRunning, metav1.ConditionFalse, ReasonFailed, fmt.Sprintf("backup %s: %s", st.LastRun.ID, st.LastRun.Message))
+	}
+}

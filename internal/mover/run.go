@@ -1,0 +1,122 @@
+package mover
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/okgoes/okgoes-operator/internal/objectstore"
+)
+
+// Result is what the mover reports through the pod's termination message (at most 4 KiB), so the
+// controller learns why a run failed without reading logs.
+type Result struct {
+	Result     string `json:"result"` // Succeeded or Failed
+	Message    string `json:"message,omitempty"`
+	ID         string `json:"id,omitempty"`
+	ArchiveKey string `json:"archiveKey,omitempty"`
+	Bytes      int64  `json:"bytes,omitempty"`
+	SHA256     string `json:"sha256,omitempty"`
+	Files      int64  `json:"files,omitempty"`
+}
+
+// Config is the mover's whole input, read from the environment.
+type Config struct {
+	Store objectstore.Config
+	Job   BackupJob
+}
+
+// ConfigFromEnv reads the Config; getenv is os.Getenv in a pod.
+func ConfigFromEnv(getenv func(string) string) (Config, error) {
+	var c Config
+	var missing []string
+	need := func(name string) string {
+		v := getenv(name)
+		if v == "" {
+			missing = append(missing, name)
+		}
+		return v
+	}
+	c.Store = objectstore.Config{
+		Endpoint:  need(EnvEndpoint),
+		Region:    getenv(EnvRegion),
+		Bucket:    need(EnvBucket),
+		AccessKey: need(EnvAccessKey),
+		SecretKey: need(EnvSecretKey),
+		Insecure:  getenv(EnvInsecure) == "true",
+	}
+	c.Job = BackupJob{
+		ID:          need(EnvBackupID),
+		SourceDir:   need(EnvSourceDir),
+		ArchiveKey:  need(EnvArchiveKey),
+		ManifestKey: need(EnvManifestKey),
+		Namespace:   getenv(EnvSourceNamespace),
+		PVC:         getenv(EnvSourcePVC),
+	}
+	if len(missing) > 0 {
+		return c, fmt.Errorf("missing environment: %s", strings.Join(missing, ", "))
+	}
+	if ca := getenv(EnvCAFile); ca != "" {
+		pem, err := os.ReadFile(ca)
+		if err != nil {
+			return c, fmt.Errorf("read CA bundle: %w", err)
+		}
+		c.Store.CABundle = pem
+	}
+	if s := getenv(EnvScheduledTime); s != "" {
+		t, err := time.Parse(time.RFC3339, s)
+		if err != nil {
+			return c, fmt.Errorf("%s: %w", EnvScheduledTime, err)
+		}
+		c.Job.ScheduledTime = t
+	}
+	if s := getenv(EnvPartSize); s != "" {
+		n, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			return c, fmt.Errorf("%s: %w", EnvPartSize, err)
+		}
+		c.Job.PartSize = n
+	}
+	return c, nil
+}
+
+// RunBackup is `mover backup`: it reads the environment, runs the backup, and writes the Result
+// to the termination log. The returned Result is also what the process exit code reflects.
+func RunBackup(ctx context.Context, getenv func(string) string, version string) Result {
+	res := runBackup(ctx, getenv, version)
+	path := getenv(EnvTerminationLog)
+	if path == "" {
+		path = "/dev/termination-log"
+	}
+	data, _ := json.Marshal(res)
+	if len(data) > 4000 { // the kubelet keeps at most 4096 bytes
+		res.Message = res.Message[:min(len(res.Message), 1000)] + "..."
+		data, _ = json.Marshal(res)
+	}
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		fmt.Fprintln(os.Stderr, "mover: write termination log:", err)
+	}
+	return res
+}
+
+func runBackup(ctx context.Context, getenv func(string) string, version string) Result {
+	cfg, err := ConfigFromEnv(getenv)
+	if err != nil {
+		return Result{Result: "Failed", Message: err.Error()}
+	}
+	cfg.Job.OperatorVersion = version
+	store, err := objectstore.New(cfg.Store)
+	if err != nil {
+		return Result{Result: "Failed", ID: cfg.Job.ID, Message: err.Error()}
+	}
+	m, err := Backup(ctx, store, cfg.Job, time.Now)
+	if err != nil {
+		return Result{Result: "Failed", ID: cfg.Job.ID, Message: err.Error()}
+	}
+	return Result{Result: "Succeeded", ID: m.ID, ArchiveKey: m.Archive.Key, Bytes: m.Archive.Bytes,
+		SHA256: m.Archive.SHA256, Files: m.Files}
+}
