@@ -22,9 +22,10 @@ func (r *PVCBackupReconciler) poll() time.Duration {
 	return defaultPollInterval
 }
 
-// checkDependencies verifies, before a run starts, that the PVC, the credentials and the bucket
-// are there. Each missing piece is a precise Waiting condition, polled, never a retry storm.
-func (r *PVCBackupReconciler) checkDependencies(ctx context.Context, s *scope) error {
+// checkDependencies verifies that the PVC and the credentials are there and, with checkBucket,
+// that S3 accepts them and has the bucket. Each missing piece is a precise Waiting condition,
+// polled, never a retry storm.
+func (r *PVCBackupReconciler) checkDependencies(ctx context.Context, s *scope, checkBucket bool) error {
 	pb := s.backup
 	pvc := &corev1.PersistentVolumeClaim{}
 	err := r.Get(ctx, client.ObjectKey{Namespace: pb.Namespace, Name: pb.Spec.PVCName}, pvc)
@@ -33,9 +34,11 @@ func (r *PVCBackupReconciler) checkDependencies(ctx context.Context, s *scope) e
 		return errclass.Waiting(ReasonPVCNotFound, fmt.Sprintf("PersistentVolumeClaim %q does not exist", pb.Spec.PVCName), r.poll())
 	case err != nil:
 		return fmt.Errorf("get PVC: %w", err)
+	case !pvc.DeletionTimestamp.IsZero():
+		return errclass.Waiting(ReasonPVCNotFound, fmt.Sprintf("PersistentVolumeClaim %q is being deleted", pb.Spec.PVCName), r.poll())
 	}
 	store, err := r.storeFor(ctx, s)
-	if err != nil {
+	if err != nil || !checkBucket {
 		return err
 	}
 	cctx, cancel := context.WithTimeout(ctx, s3Timeout)

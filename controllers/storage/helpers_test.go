@@ -218,3 +218,5 @@ func reqFor(o client.Object) ctrl.Request {
 func controllerutilContains(o client.Object, f string) bool {
 	return controllerutil.ContainsFinalizer(o, f)
 }
+
+func minioMakeBucketOptions() minio.MakeBucketOptions { return minio.MakeBucketOptions{} }

@@ -307,10 +307,13 @@ func (r *PVCBackupReconciler) reconcileNextRun(ctx context.Context, s *scope) er
 	manual := pb.Spec.Trigger != nil && pb.Status.ActiveRun == nil &&
 		schedule.ManualDue(pb.Spec.Trigger.Manual, pb.Status.LastManualTrigger)
 	start := pb.Status.ActiveRun == nil && (d.Run != nil || manual)
-	if start {
-		// Everything a run needs must be there, checked now rather than by a failing pod. Until
-		// it is, the tick stays due (and runs late, within startingDeadlineSeconds).
-		if err := r.checkDependencies(ctx, s); err != nil {
+	if pb.Status.ActiveRun == nil {
+		// Everything a run needs must be there, checked now rather than by a failing pod: the
+		// PVC and Secret on every reconcile (cheap reads), the bucket when a run is due or the
+		// spec changed. Until it is, a due tick stays due (and runs late, within
+		// startingDeadlineSeconds).
+		checkBucket := start || pb.Status.ObservedGeneration != pb.Generation || s3Trouble(pb)
+		if err := r.checkDependencies(ctx, s, checkBucket); err != nil {
 			return err
 		}
 	}
@@ -368,4 +371,19 @@ func (r *PVCBackupReconciler) recordTransitions(base, pb *storagev1.PVCBackup, s
 	if after != nil && after.Status == metav1.ConditionFalse && (before == nil || before.Reason != after.Reason) && after.Reason != ReasonBackupFailed {
 		r.Recorder.Eventf(pb, nil, corev1.EventTypeWarning, after.Reason, "Reconcile", "%s", after.Message)
 	}
+}
+
+// s3Trouble reports whether the last reconcile found S3 unusable: then every poll asks S3 again,
+// so the condition clears as soon as the bucket or endpoint is fixed (and does not flip back to
+// Ready between runs without a check).
+func s3Trouble(pb *storagev1.PVCBackup) bool {
+	c := meta.FindStatusCondition(pb.Status.Conditions, storagev1.ConditionReady)
+	if c == nil || c.Status == metav1.ConditionTrue {
+		return false
+	}
+	switch c.Reason {
+	case ReasonBucketNotFound, ReasonCredentialsRejected, ReasonEndpointUnreachable:
+		return true
+	}
+	return false
 }

@@ -257,3 +257,32 @@ func TestDeletionPolicyDeleteRemovesBackupsEvenWithoutBucket(t *testing.T) {
 		t.Errorf("PVCBackup stuck without its bucket: %v", err)
 	}
 }
+
+func TestMissingDependenciesShowBeforeTheFirstRun(t *testing.T) {
+	w := newWorld(t)
+	pb := w.backup("early", "@daily")
+	pb.Spec.S3Bucket = "not-there"
+	w.create(pb)
+	w.reconcile(pb)
+	if c := condition(pb, storagev1.ConditionReady); c.Reason != ReasonBucketNotFound {
+		t.Fatalf("Ready = %+v, want BucketNotFound at creation, not at the first tick", c)
+	}
+	// Polling again (same generation) keeps asking S3: the condition does not flip to Scheduled.
+	w.reconcile(pb)
+	if c := condition(pb, storagev1.ConditionReady); c.Reason != ReasonBucketNotFound {
+		t.Errorf("second poll: Ready = %+v", c)
+	}
+	// Fixing the bucket clears it on the next poll.
+	w.must(w.s3.MakeBucket(testCtx, "not-there", minioMakeBucketOptions()))
+	w.reconcile(pb)
+	if c := condition(pb, storagev1.ConditionReady); c.Status != metav1.ConditionTrue || c.Reason != ReasonScheduled {
+		t.Errorf("after the bucket appeared: Ready = %+v", c)
+	}
+	// A PVC going away shows without any run being due (here it stays terminating: envtest runs
+	// no controller to remove its pvc-protection finalizer).
+	w.must(k8s.Delete(testCtx, &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: "data"}}))
+	w.reconcile(pb)
+	if c := condition(pb, storagev1.ConditionReady); c.Reason != ReasonPVCNotFound {
+		t.Errorf("after the PVC went away: Ready = %+v", c)
+	}
+}
