@@ -1,0 +1,170 @@
+package v1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// OverwritePolicy says what a restore does with a target volume that is not empty.
+// +kubebuilder:validation:Enum=Refuse;Clean;Merge
+type OverwritePolicy string
+
+const (
+	// OverwriteRefuse fails the restore when the target volume holds anything (the default:
+	// a restore never destroys data it was not asked to).
+	OverwriteRefuse OverwritePolicy = "Refuse"
+	// OverwriteClean empties the target volume first.
+	OverwriteClean OverwritePolicy = "Clean"
+	// OverwriteMerge writes the backup over what is there; files not in the backup stay.
+	OverwriteMerge OverwritePolicy = "Merge"
+)
+
+// PVCRestoreSpec is the restore the user asks for. It is immutable: a restore runs once.
+// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="a PVCRestore runs once: its spec cannot change; create a new one"
+// +kubebuilder:validation:XValidation:rule="has(self.target.pvcName) != has(self.target.newPVC)",message="set exactly one of target.pvcName and target.newPVC"
+type PVCRestoreSpec struct {
+	// Source is the backup to restore.
+	Source RestoreSource `json:"source"`
+	// Target is the volume to restore into.
+	Target RestoreTarget `json:"target"`
+	// Mover tunes the pod that writes the volume.
+	// +optional
+	Mover *MoverOptions `json:"mover,omitempty"`
+}
+
+// RestoreSource names a backup of a PVCBackup in this namespace.
+type RestoreSource struct {
+	// PVCBackup whose bucket, prefix and credentials hold the backup.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	PVCBackup string `json:"pvcBackup"`
+	// BackupID is the id of the backup (status.lastRun.id, status.history[].id), or "latest" for
+	// the newest backup that has a manifest.
+	// +kubebuilder:default=latest
+	// +kubebuilder:validation:Pattern=`^(latest|[0-9]{8}T[0-9]{6}Z(-manual)?)$`
+	// +optional
+	BackupID string `json:"backupID,omitempty"`
+}
+
+// RestoreTarget is an existing PVC or a new one.
+type RestoreTarget struct {
+	// PVCName is an existing PVC in this namespace.
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	PVCName string `json:"pvcName,omitempty"`
+	// NewPVC creates the target PVC. It is not owned by the PVCRestore: it stays when the
+	// PVCRestore is deleted.
+	// +optional
+	NewPVC *NewPVCTemplate `json:"newPVC,omitempty"`
+	// Overwrite says what to do when the target holds data.
+	// +kubebuilder:default=Refuse
+	// +optional
+	Overwrite OverwritePolicy `json:"overwrite,omitempty"`
+	// AllowInUse restores even while a running pod mounts the target read-write (the
+	// application may then see files change under it).
+	// +optional
+	AllowInUse bool `json:"allowInUse,omitempty"`
+}
+
+// NewPVCTemplate describes the PVC a restore creates.
+type NewPVCTemplate struct {
+	// Name of the new PVC.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+	// Size of the volume.
+	Size resource.Quantity `json:"size"`
+	// StorageClassName; empty means the cluster default.
+	// +optional
+	StorageClassName *string `json:"storageClassName,omitempty"`
+	// AccessModes; default ReadWriteOnce.
+	// +optional
+	AccessModes []corev1.PersistentVolumeAccessMode `json:"accessModes,omitempty"`
+}
+
+// RestorePhase is where a restore is.
+// +kubebuilder:validation:Enum=Pending;Restoring;Succeeded;Failed
+type RestorePhase string
+
+// Restore phases.
+const (
+	RestorePending   RestorePhase = "Pending"
+	RestoreRestoring RestorePhase = "Restoring"
+	RestoreSucceeded RestorePhase = "Succeeded"
+	RestoreFailed    RestorePhase = "Failed"
+)
+
+// ConditionComplete is True when the restore finished (successfully or not); its Reason says how.
+const ConditionComplete = "Complete"
+
+// PVCRestoreStatus is what the operator observed.
+type PVCRestoreStatus struct {
+	// ObservedGeneration is the metadata.generation this status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// Phase of the restore.
+	// +optional
+	Phase RestorePhase `json:"phase,omitempty"`
+	// BackupID is the backup being restored (resolved from "latest").
+	// +optional
+	BackupID string `json:"backupID,omitempty"`
+	// ObjectKey of the archive restored.
+	// +optional
+	ObjectKey string `json:"objectKey,omitempty"`
+	// TargetPVC is the PVC written.
+	// +optional
+	TargetPVC string `json:"targetPVC,omitempty"`
+	// StartTime and CompletionTime of the restore.
+	// +optional
+	StartTime *metav1.Time `json:"startTime,omitempty"`
+	// +optional
+	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
+	// Duration of the restore, e.g. "1m30s".
+	// +optional
+	Duration string `json:"duration,omitempty"`
+	// Bytes of the archive read.
+	// +optional
+	Bytes int64 `json:"bytes,omitempty"`
+	// Files restored.
+	// +optional
+	Files int64 `json:"files,omitempty"`
+	// VerifiedSHA256 is the sha256 of the archive stream, checked against the manifest.
+	// +optional
+	VerifiedSHA256 string `json:"verifiedSHA256,omitempty"`
+	// Conditions: Complete, plus Ready-style detail while waiting.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// PVCRestore restores one backup of a PVCBackup into a PVC, once.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=pvcr,categories=okgoes
+// +kubebuilder:printcolumn:name="Backup",type=string,JSONPath=`.status.backupID`
+// +kubebuilder:printcolumn:name="Target",type=string,JSONPath=`.status.targetPVC`
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type PVCRestore struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// Spec is the restore asked for.
+	Spec PVCRestoreSpec `json:"spec"`
+	// Status is what the operator observed.
+	Status PVCRestoreStatus `json:"status,omitempty"`
+}
+
+// PVCRestoreList is a list of PVCRestore.
+// +kubebuilder:object:root=true
+type PVCRestoreList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []PVCRestore `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&PVCRestore{}, &PVCRestoreList{})
+}
