@@ -28,6 +28,9 @@ type Config struct {
 	CABundle  []byte // PEM certificates trusted in addition to the system roots
 }
 
+// minPartSize is the smallest multipart part S3 accepts (all but the last part).
+const minPartSize = 5 << 20
+
 // Store is one bucket.
 type Store struct {
 	client *minio.Client
@@ -77,12 +80,22 @@ func (s *Store) BucketExists(ctx context.Context) (bool, error) {
 	return s.client.BucketExists(ctx, s.bucket)
 }
 
-// Upload streams r into key as a multipart upload of partSize parts. Memory stays bounded by
-// about one part: minio-go buffers each part before sending it, and one upload thread is used.
+// Upload streams r into key as a multipart upload of partSize parts and returns the bytes
+// written. The size is unknown up front (-1), so minio-go reads each part into one buffer of
+// partSize bytes before sending it; with NumThreads 1 (and no concurrent stream parts) that is
+// the only buffer, so memory stays at about one part whatever the object size. The largest
+// object is partSize × 10,000 parts (S3's limit): 16 MiB parts allow about 156 GiB.
+//
+// partSize must be set (at least 5 MiB, S3's minimum part): left at 0, minio-go would size
+// parts for a 5 TiB object and allocate a ~537 MiB buffer.
 func (s *Store) Upload(ctx context.Context, key string, r io.Reader, partSize uint64) (int64, error) {
+	if partSize < minPartSize {
+		return 0, fmt.Errorf("upload %s: part size %d is below the S3 minimum of 5 MiB", key, partSize)
+	}
 	info, err := s.client.PutObject(ctx, s.bucket, key, r, -1, minio.PutObjectOptions{
-		PartSize:    partSize,
-		NumThreads:  1,
+		PartSize:   partSize,
+		NumThreads: 1,
+		// What the operator uploads through this path is its zstd-compressed archive stream.
 		ContentType: "application/zstd",
 	})
 	if err != nil {

@@ -4,9 +4,13 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/pem"
 	"io"
+	"log"
 	"math/rand/v2"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -97,43 +101,119 @@ func TestObjectLifecycle(t *testing.T) {
 func TestErrorsAreClassified(t *testing.T) {
 	s, m := newStore(t)
 	ctx := context.Background()
-
-	noBucket, _ := New(Config{Endpoint: m.Endpoint, Bucket: "nope", AccessKey: m.AccessKey, SecretKey: m.SecretKey, Insecure: true})
+	open := func(bucket, accessKey, secretKey string) *Store {
+		st, err := New(Config{Endpoint: m.Endpoint, Bucket: bucket, AccessKey: accessKey, SecretKey: secretKey, Insecure: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	noBucket := open("nope", m.AccessKey, m.SecretKey)
 	if ok, err := noBucket.BucketExists(ctx); ok || err != nil {
-		t.Errorf("BucketExists of a missing bucket = %v, %v", ok, err)
+		t.Errorf("BucketExists of a missing bucket = %v, %v; want false, nil", ok, err)
 	}
-	if _, err := noBucket.Upload(ctx, "k", strings.NewReader("x"), 5<<20); !IsNoSuchBucket(err) {
-		t.Errorf("upload to a missing bucket: %v, want IsNoSuchBucket", err)
+	const wrongSecret = "wrong-secret-key-0123456789"
+	for _, tc := range []struct {
+		name string
+		call func() error
+		is   func(error) bool
+	}{
+		{"upload to a missing bucket", func() error {
+			_, err := noBucket.Upload(ctx, "k", strings.NewReader("x"), 5<<20)
+			return err
+		}, IsNoSuchBucket},
+		{"PutBytes to a missing bucket", func() error { return noBucket.PutBytes(ctx, "k", []byte("x"), "") }, IsNoSuchBucket},
+		{"DeletePrefix in a missing bucket", func() error { _, err := noBucket.DeletePrefix(ctx, ""); return err }, IsNoSuchBucket},
+		{"Get of a missing key", func() error { _, err := s.Get(ctx, "missing"); return err }, IsNotFound},
+		{"wrong secret key", func() error { _, err := open("bucket", m.AccessKey, wrongSecret).BucketExists(ctx); return err }, IsAccessDenied},
+		{"wrong secret key, upload", func() error {
+			_, err := open("bucket", m.AccessKey, wrongSecret).Upload(ctx, "k", strings.NewReader("x"), 5<<20)
+			return err
+		}, IsAccessDenied},
+		{"unknown access key", func() error { _, err := open("bucket", "nobody", wrongSecret).List(ctx, ""); return err }, IsAccessDenied},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.call()
+			if !tc.is(err) {
+				t.Fatalf("error %v (code %q) is not classified as expected", err, minio.ToErrorResponse(err).Code)
+			}
+			if strings.Contains(err.Error(), wrongSecret) || strings.Contains(err.Error(), m.SecretKey) {
+				t.Errorf("the error shows a secret key: %v", err)
+			}
+		})
 	}
-	if _, err := noBucket.DeletePrefix(ctx, ""); !IsNoSuchBucket(err) {
-		t.Errorf("DeletePrefix in a missing bucket: %v, want IsNoSuchBucket", err)
-	}
-
-	wrong, _ := New(Config{Endpoint: m.Endpoint, Bucket: "bucket", AccessKey: m.AccessKey, SecretKey: "wrong-secret-key", Insecure: true})
-	_, err := wrong.BucketExists(ctx)
-	if !IsAccessDenied(err) {
-		t.Errorf("wrong secret key: %v, want IsAccessDenied", err)
-	}
-	if err != nil && strings.Contains(err.Error(), "wrong-secret-key") {
-		t.Errorf("the error shows the secret key: %v", err)
+	for _, err := range []error{nil, io.EOF} {
+		if IsNotFound(err) || IsNoSuchBucket(err) || IsAccessDenied(err) {
+			t.Errorf("%v is classified as an S3 error", err)
+		}
 	}
 	if err := s.PutBytes(ctx, "ok", nil, ""); err != nil {
 		t.Errorf("the right store still works: %v", err)
 	}
+}
 
-	l, _ := net.Listen("tcp", "127.0.0.1:0")
+func TestUnreachableEndpointFailsWithinTheContext(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
 	closed := l.Addr().String()
 	l.Close()
-	down, _ := New(Config{Endpoint: closed, Bucket: "bucket", AccessKey: "a", SecretKey: "b", Insecure: true})
-	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	down, err := New(Config{Endpoint: closed, Bucket: "bucket", AccessKey: "a", SecretKey: "b", Insecure: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
-	if _, err := down.BucketExists(cctx); err == nil || IsAccessDenied(err) || IsNoSuchBucket(err) {
+	start := time.Now()
+	_, err = down.BucketExists(ctx)
+	if err == nil || IsAccessDenied(err) || IsNoSuchBucket(err) {
 		t.Errorf("unreachable endpoint: %v, want a connection error", err)
+	}
+	if elapsed := time.Since(start); elapsed > 4*time.Second {
+		t.Errorf("BucketExists took %v, past its 3s context", elapsed)
 	}
 }
 
-func TestBadCABundleIsRefused(t *testing.T) {
-	if _, err := New(Config{Endpoint: "s3.example.com", CABundle: []byte("not pem")}); err == nil {
+func TestUploadRefusesATinyPartSize(t *testing.T) {
+	s, err := New(Config{Endpoint: "127.0.0.1:1", Bucket: "bucket", Insecure: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, partSize := range []uint64{0, 5<<20 - 1} {
+		if _, err := s.Upload(context.Background(), "k", strings.NewReader("x"), partSize); err == nil {
+			t.Errorf("part size %d was accepted", partSize)
+		}
+	}
+}
+
+func TestCABundleIsTrusted(t *testing.T) {
+	// A stand-in S3 endpoint on a self-signed certificate: HEAD bucket answers 200 (the region is
+	// set, so no location lookup needs a real answer).
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the refused handshakes below are expected
+	srv.StartTLS()
+	defer srv.Close()
+	endpoint := strings.TrimPrefix(srv.URL, "https://")
+	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+
+	trusting, err := New(Config{Endpoint: endpoint, Region: "us-east-1", Bucket: "bucket", AccessKey: "a", SecretKey: "b", CABundle: ca})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := trusting.BucketExists(ctx); !ok || err != nil {
+		t.Errorf("with the CA bundle: BucketExists = %v, %v", ok, err)
+	}
+	plain, err := New(Config{Endpoint: endpoint, Region: "us-east-1", Bucket: "bucket", AccessKey: "a", SecretKey: "b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := plain.BucketExists(ctx); err == nil || !strings.Contains(err.Error(), "certificate") {
+		t.Errorf("without the CA bundle: %v, want a certificate error", err)
+	}
+	if _, err := New(Config{Endpoint: endpoint, CABundle: []byte("not pem")}); err == nil {
 		t.Error("a CA bundle without certificates was accepted")
 	}
 }

@@ -3,11 +3,13 @@ package testenv
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -20,6 +22,9 @@ type MinIO struct {
 	SecretKey string
 	cmd       *exec.Cmd
 	dir       string
+	exited    chan struct{} // closed when the server process has exited
+	stopOnce  sync.Once
+	log       *os.File
 }
 
 // StartMinIO starts bin/minio (or $MINIO_BINARY) for the test and stops it, removing its data,
@@ -47,29 +52,55 @@ func StartMinIO(t testing.TB) *MinIO {
 		t.Fatal(err)
 	}
 	m.cmd.Stdout, m.cmd.Stderr = logFile, logFile
+	m.log = logFile
 	if err := m.cmd.Start(); err != nil {
 		t.Fatalf("start MinIO: %v", err)
 	}
-	t.Cleanup(func() {
-		_ = syscall.Kill(-m.cmd.Process.Pid, syscall.SIGKILL)
-		_ = m.cmd.Wait()
-		logFile.Close()
-	})
-	deadline := time.Now().Add(30 * time.Second)
+	m.exited = make(chan struct{})
+	go func() { _ = m.cmd.Wait(); close(m.exited) }()
+	t.Cleanup(m.Stop)
+	if err := m.waitLive(30 * time.Second); err != nil {
+		log, _ := os.ReadFile(filepath.Join(m.dir, "minio.log"))
+		t.Fatalf("MinIO at %s: %v\n%s", m.Endpoint, err, log)
+	}
+	return m
+}
+
+// waitLive polls the liveness endpoint, giving up early when the server exits (a bad flag or a
+// taken port would otherwise cost the whole timeout).
+func (m *MinIO) waitLive(timeout time.Duration) error {
+	client := &http.Client{Timeout: 2 * time.Second}
+	deadline := time.Now().Add(timeout)
 	for {
-		resp, err := http.Get("http://" + m.Endpoint + "/minio/health/live")
+		resp, err := client.Get("http://" + m.Endpoint + "/minio/health/live")
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				return m
+				return nil
 			}
+			err = fmt.Errorf("health check answered %s", resp.Status)
+		}
+		select {
+		case <-m.exited:
+			return fmt.Errorf("the server exited during startup (%v)", m.cmd.ProcessState)
+		case <-time.After(50 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			log, _ := os.ReadFile(filepath.Join(m.dir, "minio.log"))
-			t.Fatalf("MinIO did not become live within 30s: %v\n%s", err, log)
+			return fmt.Errorf("not live within %v: %w", timeout, err)
 		}
-		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// Stop kills the server and anything it started (its process group), waits for it and removes
+// its data. Tests call it to take the endpoint away mid-test; it also runs at cleanup, and a
+// second call does nothing.
+func (m *MinIO) Stop() {
+	m.stopOnce.Do(func() {
+		_ = syscall.Kill(-m.cmd.Process.Pid, syscall.SIGKILL)
+		<-m.exited
+		m.log.Close()
+		_ = os.RemoveAll(filepath.Join(m.dir, "data"))
+	})
 }
 
 func freeAddr(t testing.TB) string {
