@@ -7,7 +7,8 @@ import (
 	"io"
 )
 
-// hashingWriter counts and hashes what passes through it: the compressed stream.
+// hashingWriter counts and hashes the compressed stream on its way out, so the manifest can
+// describe exactly the bytes the object store received.
 type hashingWriter struct {
 	w io.Writer
 	h hash.Hash
@@ -25,7 +26,8 @@ func (hw *hashingWriter) Write(p []byte) (int, error) {
 
 func (hw *hashingWriter) sum() string { return hex.EncodeToString(hw.h.Sum(nil)) }
 
-// hashingReader counts and hashes what is read through it.
+// hashingReader counts and hashes the compressed stream on its way in, so a restore can be
+// checked against the manifest without a second download.
 type hashingReader struct {
 	r io.Reader
 	h hash.Hash

@@ -1,15 +1,17 @@
 package archive
 
 import (
+	"errors"
 	"fmt"
 	"time"
 )
 
-// FormatVersion is the manifest format written by this version.
+// FormatVersion is the manifest format this package writes and reads.
 const FormatVersion = 1
 
-// Manifest describes one backup. It is written last, next to its archive: a backup exists only
-// when its manifest does, so a run that failed half-way can never pass for a backup.
+// Manifest describes one backup. It is stored as JSON next to its archive and written last:
+// a backup exists only if its manifest does, so an upload that failed half-way never passes
+// for a backup.
 type Manifest struct {
 	FormatVersion int    `json:"formatVersion"`
 	ID            string `json:"id"`
@@ -22,8 +24,8 @@ type Manifest struct {
 	CompletionTime time.Time `json:"completionTime"`
 	Archive        struct {
 		Key         string `json:"key"`
-		Compression string `json:"compression"`
-		Format      string `json:"format"`
+		Compression string `json:"compression"` // "zstd"
+		Format      string `json:"format"`      // "tar-pax"
 		Bytes       int64  `json:"bytes"`
 		SHA256      string `json:"sha256"`
 	} `json:"archive"`
@@ -35,34 +37,41 @@ type Manifest struct {
 	OperatorVersion string `json:"operatorVersion,omitempty"`
 }
 
-// NewManifest describes the archive at key that Write reported as s.
+// NewManifest describes the archive stored at key, whose Write returned s. The caller fills
+// in the times and OperatorVersion.
 func NewManifest(id, namespace, pvc, key string, s Stats) Manifest {
 	var m Manifest
 	m.FormatVersion, m.ID = FormatVersion, id
 	m.Source.Namespace, m.Source.PVC = namespace, pvc
 	m.Archive.Key, m.Archive.Compression, m.Archive.Format = key, "zstd", "tar-pax"
 	m.Archive.Bytes, m.Archive.SHA256 = s.ArchiveBytes, s.SHA256
-	m.Files, m.Dirs, m.Symlinks, m.HardLinks, m.ContentBytes = s.Files, s.Dirs, s.Symlinks, s.HardLinks, s.ContentBytes
+	m.Files, m.Dirs, m.Symlinks, m.HardLinks = s.Files, s.Dirs, s.Symlinks, s.HardLinks
+	m.ContentBytes = s.ContentBytes
 	return m
 }
 
-// Verify compares what Read reported with the manifest and names the first difference.
+// ErrMismatch is wrapped by the error of Verify, so callers can tell a damaged or foreign
+// archive from a failed download.
+var ErrMismatch = errors.New("archive does not match its manifest")
+
+// Verify checks the Stats that Read returned against the manifest. Its error wraps ErrMismatch
+// and names the first field that differs; the hash comes first, as any damage shows there.
 func (m Manifest) Verify(s Stats) error {
 	checks := []struct {
 		field     string
 		want, got any
 	}{
-		{"archive sha256", m.Archive.SHA256, s.SHA256},
-		{"archive bytes", m.Archive.Bytes, s.ArchiveBytes},
+		{"archive.sha256", m.Archive.SHA256, s.SHA256},
+		{"archive.bytes", m.Archive.Bytes, s.ArchiveBytes},
 		{"files", m.Files, s.Files},
-		{"directories", m.Dirs, s.Dirs},
+		{"dirs", m.Dirs, s.Dirs},
 		{"symlinks", m.Symlinks, s.Symlinks},
-		{"hard links", m.HardLinks, s.HardLinks},
-		{"content bytes", m.ContentBytes, s.ContentBytes},
+		{"hardLinks", m.HardLinks, s.HardLinks},
+		{"contentBytes", m.ContentBytes, s.ContentBytes},
 	}
 	for _, c := range checks {
 		if c.want != c.got {
-			return fmt.Errorf("%s: manifest says %v, archive has %v", c.field, c.want, c.got)
+			return fmt.Errorf("%w: %s: manifest has %v, archive has %v", ErrMismatch, c.field, c.want, c.got)
 		}
 	}
 	return nil

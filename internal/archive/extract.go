@@ -1,0 +1,212 @@
+package archive
+
+import (
+	"archive/tar"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// dirMeta is what finishDirs applies to a directory once everything inside it is written.
+type dirMeta struct {
+	name     string // as in the archive, to check the path again and to name it in errors
+	path     string
+	mode     fs.FileMode
+	mtime    time.Time
+	uid, gid int
+}
+
+// extractor writes the entries of one archive under dest.
+type extractor struct {
+	ctx  context.Context
+	dest string
+	opts ReadOptions
+	st   *Stats
+	dirs []dirMeta
+	buf  []byte
+}
+
+func (ex *extractor) extract(hdr *tar.Header, r io.Reader) error {
+	p, err := ex.resolve(hdr.Name)
+	if err != nil {
+		return err
+	}
+	switch hdr.Typeflag {
+	case tar.TypeDir:
+		return ex.dir(hdr, p)
+	case tar.TypeReg, tar.TypeSymlink, tar.TypeLink:
+	case tar.TypeChar, tar.TypeBlock, tar.TypeFifo: // Write never stores these
+		ex.st.Skipped++
+		return nil
+	case tar.TypeXGlobalHeader: // metadata for the archive, not a file
+		return nil
+	default:
+		return fmt.Errorf("archive entry %q: unsupported type %q", hdr.Name, hdr.Typeflag)
+	}
+	if p == ex.dest {
+		return fmt.Errorf("archive entry %q would replace the destination directory", hdr.Name)
+	}
+	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+		return fmt.Errorf("archive entry %q: %w", hdr.Name, err)
+	}
+	// Replace, never write into, what is there: it may be a hard link to another restored file,
+	// or a symlink.
+	if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("archive entry %q: %w", hdr.Name, err)
+	}
+	switch hdr.Typeflag {
+	case tar.TypeReg:
+		err = ex.file(hdr, p, r)
+	case tar.TypeSymlink:
+		err = ex.symlink(hdr, p)
+	case tar.TypeLink:
+		err = ex.hardLink(hdr, p)
+	}
+	if err != nil {
+		return fmt.Errorf("archive entry %q: %w", hdr.Name, err)
+	}
+	return nil
+}
+
+// resolve maps an entry name to its path under dest. Cleaning the name is not enough: an
+// earlier entry may have planted a symlink (a -> /etc, then a/passwd), so no directory on the
+// way may be a symlink. Only the last element may be one, and callers replace it rather than
+// follow it.
+func (ex *extractor) resolve(name string) (string, error) {
+	clean := filepath.Clean(filepath.FromSlash(name))
+	if filepath.IsAbs(clean) || clean == ".." || strings.HasPrefix(clean, ".."+string(filepath.Separator)) {
+		return "", fmt.Errorf("archive entry %q points outside the destination", name)
+	}
+	if clean == "." {
+		return ex.dest, nil
+	}
+	p := ex.dest
+	parts := strings.Split(clean, string(filepath.Separator))
+	for _, part := range parts[:len(parts)-1] {
+		p = filepath.Join(p, part)
+		fi, err := os.Lstat(p)
+		if errors.Is(err, fs.ErrNotExist) {
+			break // nothing below exists yet, so no link either
+		}
+		if err != nil {
+			return "", fmt.Errorf("archive entry %q: %w", name, err)
+		}
+		if fi.Mode()&fs.ModeSymlink != 0 {
+			return "", fmt.Errorf("archive entry %q goes through the symlink %s", name, p)
+		}
+	}
+	return filepath.Join(ex.dest, clean), nil
+}
+
+func (ex *extractor) dir(hdr *tar.Header, p string) error {
+	fi, err := os.Lstat(p)
+	switch {
+	case err == nil && fi.IsDir(): // dest itself, or made for an earlier entry: keep it
+	case err == nil: // a file or symlink: replace it, so nothing is created through a link
+		if err := os.Remove(p); err != nil {
+			return fmt.Errorf("archive entry %q: %w", hdr.Name, err)
+		}
+		fallthrough
+	case errors.Is(err, fs.ErrNotExist):
+		// Owner-only until finishDirs: the archived mode may not let us write the content.
+		if err := os.MkdirAll(p, 0o700); err != nil {
+			return fmt.Errorf("archive entry %q: %w", hdr.Name, err)
+		}
+	default:
+		return fmt.Errorf("archive entry %q: %w", hdr.Name, err)
+	}
+	ex.st.Dirs++
+	ex.dirs = append(ex.dirs, dirMeta{hdr.Name, p, hdr.FileInfo().Mode(), hdr.ModTime, hdr.Uid, hdr.Gid})
+	return nil
+}
+
+func (ex *extractor) file(hdr *tar.Header, p string, r io.Reader) error {
+	// O_EXCL and O_NOFOLLOW: a file must be created here, not reached through a link.
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	ex.st.Files++
+	ex.st.ContentBytes += hdr.Size
+	if err := writeSparse(ex.ctx, f, r, hdr.Size, ex.buf); err != nil {
+		return err
+	}
+	if err := ex.chown(func() error { return f.Chown(hdr.Uid, hdr.Gid) }); err != nil {
+		return err
+	}
+	// After chown, which clears setuid and setgid.
+	if err := f.Chmod(hdr.FileInfo().Mode()); err != nil {
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Chtimes(p, time.Time{}, hdr.ModTime)
+}
+
+func (ex *extractor) symlink(hdr *tar.Header, p string) error {
+	if err := os.Symlink(hdr.Linkname, p); err != nil {
+		return err
+	}
+	ex.st.Symlinks++
+	return ex.chown(func() error { return os.Lchown(p, hdr.Uid, hdr.Gid) })
+}
+
+func (ex *extractor) hardLink(hdr *tar.Header, p string) error {
+	target, err := ex.resolve(hdr.Linkname)
+	if err != nil {
+		return err
+	}
+	// link(2) does not follow a symlink named as its target, so this stays inside dest.
+	if err := os.Link(target, p); err != nil {
+		return err
+	}
+	ex.st.HardLinks++
+	return nil
+}
+
+func (ex *extractor) chown(do func() error) error {
+	if !ex.opts.Chown {
+		return nil
+	}
+	err := do()
+	if ex.opts.IgnoreChownEPERM && errors.Is(err, syscall.EPERM) {
+		return nil
+	}
+	return err
+}
+
+// finishDirs sets the directories' owners, modes and mtimes: only now, because creating their
+// content changed their mtimes and their archived modes may forbid writing. Children come
+// before parents, so a parent made read-only last cannot block its children's changes.
+func (ex *extractor) finishDirs() error {
+	for i := len(ex.dirs) - 1; i >= 0; i-- {
+		d := ex.dirs[i]
+		// A later entry may have replaced the directory, or one above it, by a symlink: never
+		// change what it points at.
+		if _, err := ex.resolve(d.name); err != nil {
+			return err
+		}
+		if fi, err := os.Lstat(d.path); err != nil || !fi.IsDir() {
+			return fmt.Errorf("archive entry %q: directory was replaced by a later entry", d.name)
+		}
+		if err := ex.chown(func() error { return os.Lchown(d.path, d.uid, d.gid) }); err != nil {
+			return fmt.Errorf("archive entry %q: %w", d.name, err)
+		}
+		if err := os.Chmod(d.path, d.mode); err != nil {
+			return fmt.Errorf("archive entry %q: %w", d.name, err)
+		}
+		if err := os.Chtimes(d.path, time.Time{}, d.mtime); err != nil {
+			return fmt.Errorf("archive entry %q: %w", d.name, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,264 @@
+package archive
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"io"
+	"io/fs"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/klauspost/compress/zstd"
+)
+
+// comparable drops what only Write can know.
+func comparable(s Stats) Stats {
+	s.Skipped, s.Changed = 0, 0
+	return s
+}
+
+func TestRoundTripRestoresTheTree(t *testing.T) {
+	src, want := buildTree(t, true)
+	var buf bytes.Buffer
+	ws, err := Write(context.Background(), src, &buf, WriteOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := treeCounts{ws.Files, ws.Dirs, ws.Symlinks, ws.HardLinks}
+	if got != want || ws.Skipped != 0 || ws.Changed != 0 {
+		t.Errorf("Write stats %+v, want counts %+v and nothing skipped or changed", ws, want)
+	}
+	if ws.ArchiveBytes != int64(buf.Len()) {
+		t.Errorf("ArchiveBytes %d, wrote %d", ws.ArchiveBytes, buf.Len())
+	}
+	if ws.ContentBytes < sparseSize {
+		t.Errorf("ContentBytes %d does not count the sparse file", ws.ContentBytes)
+	}
+
+	dst := t.TempDir()
+	rs, err := Read(context.Background(), bytes.NewReader(buf.Bytes()), dst, ReadOptions{Chown: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if comparable(rs) != comparable(ws) {
+		t.Errorf("stats differ:\nwrite %+v\nread  %+v", ws, rs)
+	}
+	sameTree(t, snapshot(t, src), snapshot(t, dst))
+
+	fi, err := os.Stat(filepath.Join(dst, "sparse.img"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if allocated := fi.Sys().(*syscall.Stat_t).Blocks * 512; fi.Size() != sparseSize || allocated > 16<<20 {
+		t.Errorf("sparse file restored as %d bytes with %d allocated, want %d with little allocated", fi.Size(), allocated, sparseSize)
+	}
+	if err := NewManifest("id", "ns", "pvc", "key", ws).Verify(rs); err != nil {
+		t.Errorf("the manifest of an archive does not verify its restore: %v", err)
+	}
+}
+
+func TestWriteIsDeterministic(t *testing.T) {
+	src, _ := buildTree(t, false)
+	write := func() ([]byte, string) {
+		var buf bytes.Buffer
+		st, err := Write(context.Background(), src, &buf, WriteOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return buf.Bytes(), st.SHA256
+	}
+	first, firstSum := write()
+	if second, secondSum := write(); !bytes.Equal(first, second) || firstSum != secondSum {
+		t.Fatalf("two archives of one tree differ: sha256 %s, then %s", firstSum, secondSum)
+	}
+	// The order is lexical, depth first, like WalkDir's, whatever order the directories
+	// list their entries in.
+	var want []string
+	filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		rel, _ := filepath.Rel(src, p)
+		if d.IsDir() {
+			rel += "/"
+		}
+		want = append(want, filepath.ToSlash(rel))
+		return err
+	})
+	dec, err := zstd.NewReader(bytes.NewReader(first))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dec.Close()
+	var got []string
+	for tr := tar.NewReader(dec); ; {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, h.Name)
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("entry order:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	// And the hash does see a change: a single mtime nanosecond.
+	p := filepath.Join(src, "a/zero-bytes")
+	if err := os.Chtimes(p, time.Time{}, oldTime.Add(time.Nanosecond)); err != nil {
+		t.Fatal(err)
+	}
+	if _, sum := write(); sum == firstSum {
+		t.Fatal("an mtime change did not change the archive's sha256")
+	}
+}
+
+func TestWriteCountsFilesChangedWhileRead(t *testing.T) {
+	src := t.TempDir()
+	original := bytes.Repeat([]byte("0123456789"), 10000)
+	for _, n := range []string{"a-grows", "b-shrinks", "c-rewritten", "d-vanishes", "e-steady"} {
+		if err := os.WriteFile(filepath.Join(src, n), original, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A sparse file that loses its data while it is read: its holes are skipped, not read.
+	sparse, err := os.Create(filepath.Join(src, "b2-sparse-shrinks"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, at := range []int64{0, 32 << 20} {
+		if _, err := sparse.WriteAt([]byte("data"), at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := sparse.Truncate(64 << 20); err != nil {
+		t.Fatal(err)
+	}
+	sparse.Close()
+	testHookAfterHeader = func(p string) {
+		var err error
+		switch filepath.Base(p) {
+		case "a-grows":
+			// Growing, with the mtime put back (as rsync does): only the size tells.
+			var f *os.File
+			var before os.FileInfo
+			if before, err = os.Stat(p); err == nil {
+				f, err = os.OpenFile(p, os.O_APPEND|os.O_WRONLY, 0)
+			}
+			if err == nil {
+				_, err = f.Write([]byte("more"))
+				f.Close()
+			}
+			if err == nil {
+				err = os.Chtimes(p, time.Time{}, before.ModTime())
+			}
+			if err == nil {
+				err = os.Remove(filepath.Join(src, "d-vanishes"))
+			}
+		case "b-shrinks":
+			err = os.Truncate(p, 10)
+		case "b2-sparse-shrinks":
+			err = os.Truncate(p, 16<<20)
+		case "c-rewritten":
+			if err = os.WriteFile(p, bytes.ToUpper(original), 0o644); err == nil {
+				err = os.Chtimes(p, time.Time{}, oldTime)
+			}
+		}
+		if err != nil {
+			t.Error(err)
+		}
+	}
+	defer func() { testHookAfterHeader = nil }()
+
+	var buf bytes.Buffer
+	ws, err := Write(context.Background(), src, &buf, WriteOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ws.Changed != 5 || ws.Files != 5 {
+		t.Errorf("Changed %d, Files %d; want 5 changed (grown, 2 shrunk, rewritten, vanished) and 5 files", ws.Changed, ws.Files)
+	}
+	dst := t.TempDir()
+	if _, err := Read(context.Background(), &buf, dst, ReadOptions{}); err != nil {
+		t.Fatalf("the archive of a changing tree is unreadable: %v", err)
+	}
+	shrunk := append(original[:10:10], make([]byte, len(original)-10)...)
+	sparseShrunk := make([]byte, 64<<20)
+	copy(sparseShrunk, "data")
+	for name, want := range map[string][]byte{"a-grows": original, "b-shrinks": shrunk, "b2-sparse-shrinks": sparseShrunk, "e-steady": original} {
+		if got, err := os.ReadFile(filepath.Join(dst, name)); err != nil || !bytes.Equal(got, want) {
+			t.Errorf("%s: restored %d bytes (%v), want the %d bytes seen first", name, len(got), err, len(want))
+		}
+	}
+	if _, err := os.Lstat(filepath.Join(dst, "d-vanishes")); err == nil {
+		t.Error("a file deleted before it was read was restored")
+	}
+}
+
+func TestWriteSkipsSpecialFiles(t *testing.T) {
+	src := t.TempDir()
+	if err := os.WriteFile(filepath.Join(src, "regular"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(filepath.Join(src, "fifo"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("unix", filepath.Join(src, "socket"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	special := int64(2)
+	if syscall.Mknod(filepath.Join(src, "null"), syscall.S_IFCHR|0o666, 1<<8|3) == nil {
+		special++
+	}
+	var buf bytes.Buffer
+	ws, err := Write(context.Background(), src, &buf, WriteOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ws.Skipped != special || ws.Files != 1 {
+		t.Errorf("Skipped %d, Files %d; want %d and 1", ws.Skipped, ws.Files, special)
+	}
+	dst := t.TempDir()
+	if _, err := Read(context.Background(), &buf, dst, ReadOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	entries, _ := os.ReadDir(dst)
+	if len(entries) != 1 || entries[0].Name() != "regular" {
+		t.Errorf("restored %v, want only the regular file", entries)
+	}
+}
+
+func TestReadReplacesExistingPathsWithoutFollowingThem(t *testing.T) {
+	outside := filepath.Join(t.TempDir(), "victim")
+	if err := os.WriteFile(outside, []byte("original"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	src := t.TempDir()
+	if err := os.WriteFile(filepath.Join(src, "f"), []byte("restored"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if _, err := Write(context.Background(), src, &buf, WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	dst := t.TempDir()
+	if err := os.Symlink(outside, filepath.Join(dst, "f")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Read(context.Background(), &buf, dst, ReadOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(outside); string(got) != "original" {
+		t.Errorf("the restore wrote through a symlink: outside file now %q", got)
+	}
+	if got, _ := os.ReadFile(filepath.Join(dst, "f")); string(got) != "restored" {
+		t.Errorf("restored file holds %q", got)
+	}
+}
