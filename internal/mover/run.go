@@ -16,6 +16,7 @@ import (
 // controller learns why a run failed without reading logs.
 type Result struct {
 	Result     string `json:"result"` // Succeeded or Failed
+	Reason     string `json:"reason,omitempty"`
 	Message    string `json:"message,omitempty"`
 	ID         string `json:"id,omitempty"`
 	ArchiveKey string `json:"archiveKey,omitempty"`
@@ -28,6 +29,18 @@ type Result struct {
 type Config struct {
 	Store objectstore.Config
 	Job   BackupJob
+}
+
+// storeFromEnv reads the S3 part of the environment.
+func storeFromEnv(getenv func(string) string) (objectstore.Config, error) {
+	c, err := ConfigFromEnv(func(k string) string {
+		switch k { // a restore has no backup job: let those through
+		case EnvBackupID, EnvSourceDir:
+			return "-"
+		}
+		return getenv(k)
+	})
+	return c.Store, err
 }
 
 // ConfigFromEnv reads the Config; getenv is os.Getenv in a pod.
@@ -88,6 +101,12 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 // to the termination log. The returned Result is also what the process exit code reflects.
 func RunBackup(ctx context.Context, getenv func(string) string, version string) Result {
 	res := runBackup(ctx, getenv, version)
+	writeTerminationLog(getenv, &res)
+	return res
+}
+
+// writeTerminationLog reports res where the kubelet reads the termination message.
+func writeTerminationLog(getenv func(string) string, res *Result) {
 	path := getenv(EnvTerminationLog)
 	if path == "" {
 		path = "/dev/termination-log"
@@ -100,7 +119,6 @@ func RunBackup(ctx context.Context, getenv func(string) string, version string) 
 	if err := os.WriteFile(path, data, 0o644); err != nil {
 		fmt.Fprintln(os.Stderr, "mover: write termination log:", err)
 	}
-	return res
 }
 
 func runBackup(ctx context.Context, getenv func(string) string, version string) Result {
