@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	cachev1alpha1 "github.com/okgoes/okgoes-operator/api/cache/v1alpha1"
 	"github.com/okgoes/okgoes-operator/internal/flowcontrol"
@@ -20,6 +21,8 @@ import (
 type Options struct {
 	// MaxConcurrentReconciles is how many RedisCaches are reconciled at once.
 	MaxConcurrentReconciles int
+	// Wrap, when set, wraps the reconciler (instrumentation, e.g. counting reconciles in tests).
+	Wrap func(reconcile.Reconciler) reconcile.Reconciler
 }
 
 // SetupWithManager registers the controller. RedisCache events pass only on a spec change
@@ -47,7 +50,7 @@ func (r *RedisCacheReconciler) SetupWithManager(mgr ctrl.Manager, opts Options) 
 			RateLimiter:             flowcontrol.RateLimiter(),
 		}).
 		Named("rediscache").
-		Complete(r)
+		Complete(wrap(r, opts.Wrap))
 }
 
 // deploymentReadinessChanged passes Deployment updates that change what computeStatus reads.
@@ -78,4 +81,11 @@ func contentChanged[T client.Object](content func(T) any) predicate.Predicate {
 		n, ok2 := e.ObjectNew.(T)
 		return ok1 && ok2 && !equality.Semantic.DeepEqual(content(o), content(n))
 	}}
+}
+
+func wrap(r reconcile.Reconciler, w func(reconcile.Reconciler) reconcile.Reconciler) reconcile.Reconciler {
+	if w == nil {
+		return r
+	}
+	return w(r)
 }

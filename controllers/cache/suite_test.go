@@ -15,7 +15,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
-	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	cachev1alpha1 "github.com/okgoes/okgoes-operator/api/cache/v1alpha1"
@@ -30,6 +29,8 @@ var (
 	testCtx  context.Context
 	scheme   = runtime.NewScheme()
 	suiteErr error
+	// reconciles counts the running manager's reconciles per RedisCache.
+	reconciles testenv.ReconcileCounter
 )
 
 func TestMain(m *testing.M) {
@@ -63,7 +64,7 @@ func runSuite(m *testing.M) int {
 		APIReader:          mgr.GetAPIReader(),
 		Recorder:           mgr.GetEventRecorder("rediscache-controller"),
 		SecretPollInterval: time.Second,
-	}).SetupWithManager(mgr, Options{MaxConcurrentReconciles: 4}))
+	}).SetupWithManager(mgr, Options{MaxConcurrentReconciles: 4, Wrap: reconciles.Wrap}))
 
 	ctx, cancel := context.WithCancel(context.Background())
 	testCtx = ctx
@@ -96,28 +97,4 @@ func eventually(t *testing.T, timeout time.Duration, cond func() error) {
 	if err != nil {
 		t.Fatalf("condition not met within %s: %v", timeout, last)
 	}
-}
-
-// reconcileCount is how many times the rediscache controller has reconciled, from the real
-// controller_runtime_reconcile_total series of the manager's metrics registry.
-func reconcileCount(t *testing.T) float64 {
-	t.Helper()
-	families, err := metrics.Registry.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	total := 0.0
-	for _, f := range families {
-		if f.GetName() != "controller_runtime_reconcile_total" {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "controller" && l.GetValue() == "rediscache" {
-					total += m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	return total
 }
