@@ -71,13 +71,10 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 }
 
 func main() {
-	// `manager mover backup` is the program of the backup Jobs: the same image, another role.
-	if len(os.Args) > 2 && os.Args[1] == "mover" && os.Args[2] == "backup" {
-		if res := mover.RunBackup(context.Background(), os.Getenv, version); res.Result != "Succeeded" {
-			fmt.Fprintln(os.Stderr, "mover:", res.Message)
-			os.Exit(1)
-		}
-		return
+	// `manager mover backup|restore` is the program of the backup and restore Jobs: the same
+	// image, another role.
+	if len(os.Args) > 2 && os.Args[1] == "mover" {
+		os.Exit(runMover(os.Args[2]))
 	}
 	c, err := parseFlags(flag.CommandLine, os.Args[1:])
 	if err != nil {
@@ -95,6 +92,24 @@ func main() {
 		setupLog.Error(err, "manager exited with an error")
 		os.Exit(1)
 	}
+}
+
+func runMover(command string) int {
+	var res mover.Result
+	switch command {
+	case "backup":
+		res = mover.RunBackup(context.Background(), os.Getenv, version)
+	case "restore":
+		res = mover.RunRestore(context.Background(), os.Getenv)
+	default:
+		fmt.Fprintf(os.Stderr, "mover: unknown command %q (backup, restore)\n", command)
+		return 2
+	}
+	if res.Result != "Succeeded" {
+		fmt.Fprintln(os.Stderr, "mover:", res.Message)
+		return 1
+	}
+	return 0
 }
 
 // newManager builds the manager with every controller, probe and the metrics endpoint.
@@ -143,6 +158,16 @@ func newManager(restConfig *rest.Config, c config) (ctrl.Manager, error) {
 		SnapshotsAvailable: snapshots,
 	}).SetupWithManager(mgr, storagecontrollers.Options{MaxConcurrentReconciles: c.maxConcurrent}); err != nil {
 		return nil, fmt.Errorf("set up the PVCBackup controller: %w", err)
+	}
+	if err := (&storagecontrollers.PVCRestoreReconciler{
+		Client:     mgr.GetClient(),
+		APIReader:  mgr.GetAPIReader(),
+		Recorder:   mgr.GetEventRecorder("pvcrestore-controller"),
+		Clock:      schedule.RealClock{},
+		Stores:     storagecontrollers.MinioStores,
+		MoverImage: c.moverImage,
+	}).SetupWithManager(mgr, storagecontrollers.Options{MaxConcurrentReconciles: c.maxConcurrent}); err != nil {
+		return nil, fmt.Errorf("set up the PVCRestore controller: %w", err)
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return nil, err

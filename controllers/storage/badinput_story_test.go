@@ -14,11 +14,11 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	storagev1 "github.com/okgoes/okgoes-operator/api/storage/v1"
 	"github.com/okgoes/okgoes-operator/internal/schedule"
+	"github.com/okgoes/okgoes-operator/internal/testenv"
 )
 
 func TestAdmissionRejectsInvalidBackups(t *testing.T) {
@@ -63,7 +63,8 @@ func TestBadInputBecomesConditionsWithoutHotLoop(t *testing.T) {
 	w.must(err)
 	r := &PVCBackupReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Clock: schedule.RealClock{},
 		Stores: MinioStores, MoverImage: "quay.io/okgoes/okgoes-operator:test", SnapshotsAvailable: true, PollInterval: time.Second}
-	w.must(r.SetupWithManager(mgr, Options{MaxConcurrentReconciles: 4}))
+	var counter testenv.ReconcileCounter
+	w.must(r.SetupWithManager(mgr, Options{MaxConcurrentReconciles: 4, Wrap: counter.Wrap}))
 	ctx, cancel := context.WithCancel(testCtx)
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
@@ -104,13 +105,18 @@ func TestBadInputBecomesConditionsWithoutHotLoop(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Ready = %+v, want reason %s", condition(&got, storagev1.ConditionReady), tt.reason)
 			}
-			start := reconciles(t)
+			key := client.ObjectKeyFromObject(pb)
+			start := counter.Count(key)
 			time.Sleep(3 * time.Second)
-			n := reconciles(t) - start
-			t.Logf("%s: %q; %v reconciles in 3s (all bad objects so far are polled every 1s)", tt.reason,
+			n := counter.Count(key) - start
+			t.Logf("%s: %q; %d reconciles in 3s (waiting reasons are polled every 1s here, 30s by default)", tt.reason,
 				condition(&got, storagev1.ConditionReady).Message, n)
-			if limit := float64(4 * (i + 1)); n > limit { // at most ~3 polls per waiting object in 3s
-				t.Errorf("%v reconciles in 3s for %d bad objects: a retry loop", n, i+1)
+			limit := 4 // three polls, plus one in flight
+			if tt.reason == ReasonInvalidSchedule {
+				limit = 1 // stalled: not retried at all
+			}
+			if n > limit {
+				t.Errorf("%d reconciles of one bad PVCBackup in 3s: a retry loop", n)
 			}
 			if strings.Contains(condition(&got, storagev1.ConditionReady).Message, w.minio.SecretKey) {
 				t.Errorf("the secret key leaked into the condition")
@@ -123,27 +129,6 @@ func TestBadInputBecomesConditionsWithoutHotLoop(t *testing.T) {
 	if keys := w.keys(""); len(keys) != 0 {
 		t.Errorf("bad input uploaded objects: %v", keys)
 	}
-}
-
-func reconciles(t *testing.T) float64 {
-	t.Helper()
-	families, err := metrics.Registry.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	total := 0.0
-	for _, f := range families {
-		if f.GetName() == "controller_runtime_reconcile_total" {
-			for _, m := range f.GetMetric() {
-				for _, l := range m.GetLabel() {
-					if l.GetName() == "controller" && l.GetValue() == "pvcbackup" {
-						total += m.GetCounter().GetValue()
-					}
-				}
-			}
-		}
-	}
-	return total
 }
 
 // closedPort is a loopback address nothing listens on.

@@ -2,7 +2,6 @@ package storage
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"time"
 
@@ -10,6 +9,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	storagev1 "github.com/okgoes/okgoes-operator/api/storage/v1"
 	"github.com/okgoes/okgoes-operator/internal/errclass"
 	"github.com/okgoes/okgoes-operator/internal/mover"
 	"github.com/okgoes/okgoes-operator/internal/objectstore"
@@ -66,25 +66,34 @@ func classifyS3Error(err error, bucket string, poll time.Duration) error {
 	}
 }
 
-// storeFor opens the ObjectStore with the credentials of the PVCBackup's Secret.
+// storeFor opens the ObjectStore of the PVCBackup, once per reconcile.
 func (r *PVCBackupReconciler) storeFor(ctx context.Context, s *scope) (ObjectStore, error) {
 	if s.store != nil {
 		return s.store, nil
 	}
-	pb := s.backup
+	store, err := openStore(ctx, r.APIReader, r.Stores, s.backup, r.poll())
+	if err == nil {
+		s.store = store
+	}
+	return store, err
+}
+
+// openStore opens the bucket of a PVCBackup with the credentials of its Secret, read uncached.
+// A missing Secret or key is a Waiting CredentialsNotFound, polled every poll.
+func openStore(ctx context.Context, reader client.Reader, stores StoreFactory, pb *storagev1.PVCBackup, poll time.Duration) (ObjectStore, error) {
 	ref := pb.Spec.S3.CredentialsSecretRef
 	secret := &corev1.Secret{}
-	err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: pb.Namespace, Name: ref.Name}, secret)
+	err := reader.Get(ctx, client.ObjectKey{Namespace: pb.Namespace, Name: ref.Name}, secret)
 	switch {
 	case apierrors.IsNotFound(err):
-		return nil, errclass.Waiting(ReasonCredentialsNotFound, fmt.Sprintf("Secret %q named by spec.s3.credentialsSecretRef does not exist", ref.Name), r.poll())
+		return nil, errclass.Waiting(ReasonCredentialsNotFound, fmt.Sprintf("Secret %q named by spec.s3.credentialsSecretRef does not exist", ref.Name), poll)
 	case err != nil:
 		return nil, fmt.Errorf("get credentials Secret: %w", err)
 	}
 	accessKey, secretKey := credentialKeys(pb)
 	for _, k := range []string{accessKey, secretKey} {
 		if len(secret.Data[k]) == 0 {
-			return nil, errclass.Waiting(ReasonCredentialsNotFound, fmt.Sprintf("Secret %q has no key %q", ref.Name, k), r.poll())
+			return nil, errclass.Waiting(ReasonCredentialsNotFound, fmt.Sprintf("Secret %q has no key %q", ref.Name, k), poll)
 		}
 	}
 	cfg := objectstore.Config{
@@ -93,19 +102,18 @@ func (r *PVCBackupReconciler) storeFor(ctx context.Context, s *scope) (ObjectSto
 	}
 	if ca := pb.Spec.S3.CABundleSecretRef; ca != nil {
 		caSecret := &corev1.Secret{}
-		if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: pb.Namespace, Name: ca.Name}, caSecret); err != nil {
+		if err := reader.Get(ctx, client.ObjectKey{Namespace: pb.Namespace, Name: ca.Name}, caSecret); err != nil {
 			if apierrors.IsNotFound(err) {
-				return nil, errclass.Waiting(ReasonCredentialsNotFound, fmt.Sprintf("CA bundle Secret %q does not exist", ca.Name), r.poll())
+				return nil, errclass.Waiting(ReasonCredentialsNotFound, fmt.Sprintf("CA bundle Secret %q does not exist", ca.Name), poll)
 			}
 			return nil, fmt.Errorf("get CA bundle Secret: %w", err)
 		}
 		cfg.CABundle = caSecret.Data[caKey(ca)]
 	}
-	store, err := r.Stores(cfg)
+	store, err := stores(cfg)
 	if err != nil {
 		return nil, errclass.Stalled(ReasonInvalidSpec, fmt.Sprintf("S3 configuration: %v", err))
 	}
-	s.store = store
 	return store, nil
 }
 
@@ -136,14 +144,4 @@ type manifestSummary struct {
 	SHA256       string
 	Files        int64
 	ContentBytes int64
-}
-
-// moverFailureMessage extracts the mover's message from its termination message (JSON written
-// by internal/mover, or plain log text with FallbackToLogsOnError).
-func moverFailureMessage(termination string) string {
-	var res mover.Result
-	if err := json.Unmarshal([]byte(termination), &res); err == nil && res.Message != "" {
-		return "mover: " + res.Message
-	}
-	return "mover: " + termination
 }

@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"bytes"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
@@ -130,9 +131,31 @@ func (w *world) runMover(job *batchv1.Job, dir string) mover.Result {
 			env[e.Name] = string(s.Data[e.ValueFrom.SecretKeyRef.Key])
 		}
 	}
-	env[mover.EnvSourceDir] = dir
 	env[mover.EnvTerminationLog] = filepath.Join(w.t.TempDir(), "termination-log")
-	return mover.RunBackup(testCtx, func(k string) string { return env[k] }, "test")
+	getenv := func(k string) string { return env[k] }
+	if c.Command[2] == "restore" {
+		env[mover.EnvTargetDir] = dir
+		return mover.RunRestore(testCtx, getenv)
+	}
+	env[mover.EnvSourceDir] = dir
+	return mover.RunBackup(testCtx, getenv, "test")
+}
+
+// finishPod writes the pod of a finished mover Job with the mover's result as its termination
+// message, as the kubelet reports it.
+func (w *world) finishPod(job *batchv1.Job, res mover.Result) {
+	w.t.Helper()
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: job.Namespace, Name: job.Name + "-x7k2p",
+		Labels: map[string]string{"job-name": job.Name}}, Spec: job.Spec.Template.Spec}
+	w.must(k8s.Create(testCtx, pod))
+	pod.Status.Phase = corev1.PodSucceeded
+	exit := int32(0)
+	if res.Result != "Succeeded" {
+		pod.Status.Phase, exit = corev1.PodFailed, 1
+	}
+	pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: moverContainer, Image: job.Spec.Template.Spec.Containers[0].Image,
+		State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: exit, Message: string(mustJSON(w.t, res))}}}}
+	w.must(k8s.Status().Update(testCtx, pod))
 }
 
 // finishJob writes the status the Job controller writes when the pod ended.
@@ -220,3 +243,7 @@ func controllerutilContains(o client.Object, f string) bool {
 }
 
 func minioMakeBucketOptions() minio.MakeBucketOptions { return minio.MakeBucketOptions{} }
+
+func readAll(r io.Reader) ([]byte, error) { return io.ReadAll(r) }
+
+func bytesReader(b []byte) io.Reader { return bytes.NewReader(b) }

@@ -14,7 +14,7 @@ import (
 
 const (
 	moverContainer = "mover"
-	sourceMount    = "/data"
+	volumeMount    = "/data"
 	caMount        = "/etc/okgoes/s3-ca"
 	// moverUID is the distroless "nonroot" user the operator image runs as.
 	moverUID = 65532
@@ -39,35 +39,56 @@ func caKey(ref *storagev1.SecretKeySelector) string {
 	return ref.Key
 }
 
-// desiredMoverJob is the Job of one run: the operator's own image running `mover backup` over
-// claim, mounted read-only. It is created once and never updated.
-func desiredMoverJob(pb *storagev1.PVCBackup, run *storagev1.ActiveRun, claim, image string) *batchv1.Job {
-	name := runObjectName(pb, run)
+// moverJob describes one mover Job; desiredMoverJob turns it into the Job object.
+type moverJob struct {
+	name     string
+	labels   map[string]string
+	command  string // backup or restore
+	claim    string
+	readOnly bool
+	env      []corev1.EnvVar
+	options  *storagev1.MoverOptions
+	// fsGroup makes a fresh volume writable by the non-root mover (restore).
+	fsGroup bool
+}
+
+// desiredBackupJob is the Job of one backup run: `mover backup` over claim, mounted read-only.
+func desiredBackupJob(pb *storagev1.PVCBackup, run *storagev1.ActiveRun, claim, image string) *batchv1.Job {
 	labels := runLabels(pb, run)
 	labels["app.kubernetes.io/component"] = "backup-mover"
+	return desiredMoverJob(pb, image, moverJob{
+		name: runObjectName(pb, run), labels: labels, command: "backup", claim: claim, readOnly: true, options: pb.Spec.Mover,
+		env: []corev1.EnvVar{
+			{Name: mover.EnvSourceDir, Value: volumeMount},
+			{Name: mover.EnvBackupID, Value: run.ID},
+			{Name: mover.EnvArchiveKey, Value: archiveKey(pb, run.ID)},
+			{Name: mover.EnvManifestKey, Value: manifestKey(pb, run.ID)},
+			{Name: mover.EnvSourceNamespace, Value: pb.Namespace},
+			{Name: mover.EnvSourcePVC, Value: pb.Spec.PVCName},
+			{Name: mover.EnvScheduledTime, Value: run.ScheduledTime.UTC().Format(time.RFC3339)},
+		},
+	})
+}
+
+// desiredMoverJob is a Job running the operator's own image as the mover, with the S3 location
+// and credentials of pb (credentials by secretKeyRef only). It is created once, never updated.
+func desiredMoverJob(pb *storagev1.PVCBackup, image string, j moverJob) *batchv1.Job {
 	accessKey, secretKey := credentialKeys(pb)
 	secretEnv := func(env, key string) corev1.EnvVar {
 		return corev1.EnvVar{Name: env, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
 			LocalObjectReference: corev1.LocalObjectReference{Name: pb.Spec.S3.CredentialsSecretRef.Name}, Key: key}}}
 	}
-	env := []corev1.EnvVar{
-		{Name: mover.EnvSourceDir, Value: sourceMount},
+	env := append([]corev1.EnvVar{
 		{Name: mover.EnvEndpoint, Value: pb.Spec.S3.Endpoint},
 		{Name: mover.EnvRegion, Value: pb.Spec.S3.Region},
 		{Name: mover.EnvBucket, Value: pb.Spec.S3Bucket},
 		{Name: mover.EnvInsecure, Value: boolString(pb.Spec.S3.Insecure)},
 		secretEnv(mover.EnvAccessKey, accessKey),
 		secretEnv(mover.EnvSecretKey, secretKey),
-		{Name: mover.EnvBackupID, Value: run.ID},
-		{Name: mover.EnvArchiveKey, Value: archiveKey(pb, run.ID)},
-		{Name: mover.EnvManifestKey, Value: manifestKey(pb, run.ID)},
-		{Name: mover.EnvSourceNamespace, Value: pb.Namespace},
-		{Name: mover.EnvSourcePVC, Value: pb.Spec.PVCName},
-		{Name: mover.EnvScheduledTime, Value: run.ScheduledTime.UTC().Format(time.RFC3339)},
-	}
-	volumes := []corev1.Volume{{Name: "source", VolumeSource: corev1.VolumeSource{
-		PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim, ReadOnly: true}}}}
-	mounts := []corev1.VolumeMount{{Name: "source", MountPath: sourceMount, ReadOnly: true}}
+	}, j.env...)
+	volumes := []corev1.Volume{{Name: "volume", VolumeSource: corev1.VolumeSource{
+		PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: j.claim, ReadOnly: j.readOnly}}}}
+	mounts := []corev1.VolumeMount{{Name: "volume", MountPath: volumeMount, ReadOnly: j.readOnly}}
 	if ca := pb.Spec.S3.CABundleSecretRef; ca != nil {
 		volumes = append(volumes, corev1.Volume{Name: "s3-ca", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
 			SecretName: ca.Name, Items: []corev1.KeyToPath{{Key: caKey(ca), Path: "ca.crt"}}}}})
@@ -81,8 +102,11 @@ func desiredMoverJob(pb *storagev1.PVCBackup, run *storagev1.ActiveRun, claim, i
 		RunAsGroup:     ptr.To[int64](moverUID),
 		SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 	}
+	if j.fsGroup {
+		podSecurity.FSGroup = ptr.To[int64](moverUID)
+	}
 	var resources corev1.ResourceRequirements
-	if m := pb.Spec.Mover; m != nil {
+	if m := j.options; m != nil {
 		if m.PodSecurityContext != nil {
 			podSecurity = overlayPodSecurity(podSecurity, m.PodSecurityContext)
 		}
@@ -90,15 +114,15 @@ func desiredMoverJob(pb *storagev1.PVCBackup, run *storagev1.ActiveRun, claim, i
 	}
 
 	return &batchv1.Job{
-		ObjectMeta: metav1.ObjectMeta{Namespace: pb.Namespace, Name: name, Labels: labels},
+		ObjectMeta: metav1.ObjectMeta{Namespace: pb.Namespace, Name: j.name, Labels: j.labels},
 		Spec: batchv1.JobSpec{
-			// One attempt: a failed run is reported and the next schedule tries again, rather than
-			// re-reading the volume several times in a row.
+			// One attempt: a failed run is reported, and the next schedule (or a new restore)
+			// tries again, rather than re-reading or re-writing a volume several times in a row.
 			BackoffLimit: ptr.To[int32](0),
 			// A safety net only: the controller deletes the Job once it has recorded the result.
 			TTLSecondsAfterFinished: ptr.To[int32](24 * 3600),
 			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				ObjectMeta: metav1.ObjectMeta{Labels: j.labels},
 				Spec: corev1.PodSpec{
 					RestartPolicy:                corev1.RestartPolicyNever,
 					AutomountServiceAccountToken: ptr.To(false),
@@ -108,7 +132,7 @@ func desiredMoverJob(pb *storagev1.PVCBackup, run *storagev1.ActiveRun, claim, i
 					Containers: []corev1.Container{{
 						Name:                     moverContainer,
 						Image:                    image,
-						Command:                  []string{"/manager", "mover", "backup"},
+						Command:                  []string{"/manager", "mover", j.command},
 						Env:                      env,
 						VolumeMounts:             mounts,
 						Resources:                resources,

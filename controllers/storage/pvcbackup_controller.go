@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
@@ -46,6 +47,7 @@ const (
 type ObjectStore interface {
 	BucketExists(ctx context.Context) (bool, error)
 	Get(ctx context.Context, key string) (io.ReadCloser, error)
+	List(ctx context.Context, prefix string) ([]objectstore.ObjectInfo, error)
 	DeletePrefix(ctx context.Context, prefix string) (int, error)
 }
 
@@ -185,7 +187,7 @@ func (r *PVCBackupReconciler) reconcileActiveRun(ctx context.Context, s *scope) 
 	job := &batchv1.Job{}
 	err = r.Get(ctx, client.ObjectKey{Namespace: pb.Namespace, Name: runObjectName(pb, run)}, job)
 	if apierrors.IsNotFound(err) {
-		job = desiredMoverJob(pb, run, claim, r.MoverImage)
+		job = desiredBackupJob(pb, run, claim, r.MoverImage)
 		if err := controllerutil.SetControllerReference(pb, job, r.Scheme()); err != nil {
 			return err
 		}
@@ -275,16 +277,8 @@ func (r *PVCBackupReconciler) cleanupRun(ctx context.Context, pb *storagev1.PVCB
 
 // moverMessage is the mover's own account of a failure, from its pod's termination message.
 func (r *PVCBackupReconciler) moverMessage(ctx context.Context, job *batchv1.Job) string {
-	pods := &corev1.PodList{}
-	if err := r.APIReader.List(ctx, pods, client.InNamespace(job.Namespace), client.MatchingLabels{"job-name": job.Name}); err != nil {
-		return ""
-	}
-	for _, p := range pods.Items {
-		for _, cs := range p.Status.ContainerStatuses {
-			if t := cs.State.Terminated; t != nil && t.Message != "" {
-				return moverFailureMessage(t.Message)
-			}
-		}
+	if res, ok := moverResult(ctx, r.APIReader, job); ok && res.Message != "" {
+		return strings.TrimPrefix("mover: "+res.Message, "mover: mover: ")
 	}
 	return ""
 }

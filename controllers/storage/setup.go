@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	storagev1 "github.com/okgoes/okgoes-operator/api/storage/v1"
 	"github.com/okgoes/okgoes-operator/internal/flowcontrol"
@@ -19,6 +20,8 @@ import (
 // Options tune the PVCBackup controller.
 type Options struct {
 	MaxConcurrentReconciles int
+	// Wrap, when set, wraps the reconciler (instrumentation, e.g. counting reconciles in tests).
+	Wrap func(reconcile.Reconciler) reconcile.Reconciler
 }
 
 // SnapshotAPIServed tells whether the cluster serves snapshot.storage.k8s.io/v1 VolumeSnapshots;
@@ -45,8 +48,12 @@ func (r *PVCBackupReconciler) SetupWithManager(mgr ctrl.Manager, opts Options) e
 	if r.SnapshotsAvailable {
 		b = b.Owns(&snapshotv1.VolumeSnapshot{})
 	}
+	var rec reconcile.Reconciler = r
+	if opts.Wrap != nil {
+		rec = opts.Wrap(r)
+	}
 	return b.WithOptions(controller.Options{
 		MaxConcurrentReconciles: opts.MaxConcurrentReconciles,
 		RateLimiter:             flowcontrol.RateLimiter(),
-	}).Named("pvcbackup").Complete(r)
+	}).Named("pvcbackup").Complete(rec)
 }

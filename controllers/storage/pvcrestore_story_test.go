@@ -1,0 +1,201 @@
+package storage
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/minio/minio-go/v7"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	storagev1 "github.com/okgoes/okgoes-operator/api/storage/v1"
+)
+
+// backupNow takes one real backup of dir through a PVCBackup and returns it.
+func (w *world) backupNow(name, dir string) *storagev1.PVCBackup {
+	w.t.Helper()
+	pb := w.backup(name, "@daily")
+	pb.Spec.Trigger = &storagev1.Trigger{Manual: "once"}
+	w.create(pb)
+	w.reconcile(pb)
+	job := w.job(pb)
+	if res := w.runMover(job, dir); res.Result != "Succeeded" {
+		w.t.Fatalf("backup: %+v", res)
+	}
+	w.finishJob(job, true)
+	w.reconcile(pb)
+	if pb.Status.LastRun == nil || pb.Status.LastRun.Result != storagev1.RunSucceeded {
+		w.t.Fatalf("backup did not succeed: %+v", pb.Status.LastRun)
+	}
+	return pb
+}
+
+func (w *world) restorer() *PVCRestoreReconciler {
+	return &PVCRestoreReconciler{Client: k8s, APIReader: k8s, Clock: w.clock, Stores: MinioStores,
+		MoverImage: "quay.io/okgoes/okgoes-operator:test", PollInterval: time.Second}
+}
+
+func (w *world) reconcileRestore(pr *storagev1.PVCRestore) ctrl.Result {
+	w.t.Helper()
+	res, err := w.restorer().Reconcile(testCtx, reqFor(pr))
+	if err != nil {
+		w.t.Fatalf("reconcile restore: %v", err)
+	}
+	w.must(k8s.Get(testCtx, client.ObjectKeyFromObject(pr), pr))
+	return res
+}
+
+func (w *world) restoreJob(pr *storagev1.PVCRestore) *batchv1.Job {
+	w.t.Helper()
+	job := &batchv1.Job{}
+	w.must(k8s.Get(testCtx, client.ObjectKey{Namespace: pr.Namespace, Name: restoreJobName(pr)}, job))
+	return job
+}
+
+// restoreInto runs the mover Job of pr into dir as the kubelet would, and reports it finished.
+func (w *world) restoreInto(pr *storagev1.PVCRestore, dir string) {
+	w.t.Helper()
+	job := w.restoreJob(pr)
+	res := w.runMover(job, dir)
+	w.finishPod(job, res)
+	w.finishJob(job, res.Result == "Succeeded")
+	w.reconcileRestore(pr)
+}
+
+func newRestore(ns, name, backup string) *storagev1.PVCRestore {
+	return &storagev1.PVCRestore{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: storagev1.PVCRestoreSpec{
+			Source: storagev1.RestoreSource{PVCBackup: backup, BackupID: "latest"},
+			Target: storagev1.RestoreTarget{NewPVC: &storagev1.NewPVCTemplate{Name: name + "-data", Size: resource.MustParse("1Gi")}},
+		},
+	}
+}
+
+func TestRestoreIntoANewPVCIsVerified(t *testing.T) {
+	w := newWorld(t)
+	src := volume(t)
+	pb := w.backupNow("app", src)
+
+	pr := newRestore(w.ns, "back", "app")
+	w.must(k8s.Create(testCtx, pr))
+	w.reconcileRestore(pr)
+	if pr.Status.Phase != storagev1.RestoreRestoring || pr.Status.BackupID != pb.Status.LastRun.ID || pr.Status.TargetPVC != "back-data" {
+		t.Fatalf("restore status: %+v", pr.Status)
+	}
+	pvc := &corev1.PersistentVolumeClaim{}
+	w.must(k8s.Get(testCtx, client.ObjectKey{Namespace: w.ns, Name: "back-data"}, pvc))
+	if len(pvc.OwnerReferences) != 0 {
+		t.Errorf("the restored PVC is owned by the request: %+v", pvc.OwnerReferences)
+	}
+	job := w.restoreJob(pr)
+	if vol := job.Spec.Template.Spec.Volumes[0].PersistentVolumeClaim; vol.ClaimName != "back-data" || vol.ReadOnly {
+		t.Errorf("restore mover mounts %+v", vol)
+	}
+
+	dst := t.TempDir()
+	w.restoreInto(pr, dst)
+	if pr.Status.Phase != storagev1.RestoreSucceeded || pr.Status.VerifiedSHA256 != pb.Status.LastRun.SHA256 || pr.Status.Files != 3 {
+		t.Fatalf("restore: %+v", pr.Status)
+	}
+	if c := condition2(pr); c.Status != metav1.ConditionTrue || c.Reason != ReasonRestored {
+		t.Errorf("Complete = %+v", c)
+	}
+	for _, f := range []string{"db/data.bin", "README", "db/empty"} {
+		a, _ := os.ReadFile(filepath.Join(src, f))
+		b, err := os.ReadFile(filepath.Join(dst, f))
+		if err != nil || string(a) != string(b) {
+			t.Errorf("%s differs after the round trip (%v)", f, err)
+		}
+	}
+	if l, _ := os.Readlink(filepath.Join(dst, "latest")); l != "db/data.bin" {
+		t.Errorf("symlink restored as %q", l)
+	}
+
+	// One-shot: reconciling a finished restore starts nothing, and its spec cannot change.
+	w.reconcileRestore(pr)
+	if err := k8s.Get(testCtx, client.ObjectKeyFromObject(job), job); !apierrors.IsNotFound(err) {
+		t.Errorf("the finished restore Job is still there or was recreated: %v", err)
+	}
+	pr.Spec.Source.BackupID = pb.Status.LastRun.ID
+	if err := k8s.Update(testCtx, pr); !apierrors.IsInvalid(err) {
+		t.Errorf("changing a PVCRestore spec: %v, want Invalid", err)
+	}
+}
+
+func TestRestoreOfADamagedBackupFailsVerification(t *testing.T) {
+	w := newWorld(t)
+	pb := w.backupNow("app", volume(t))
+	key := pb.Status.LastRun.ObjectKey
+	obj, err := w.s3.GetObject(testCtx, bucket, key, minio.GetObjectOptions{})
+	w.must(err)
+	data, err := readAll(obj)
+	w.must(err)
+	data[len(data)/2] ^= 0x20
+	_, err = w.s3.PutObject(testCtx, bucket, key, bytesReader(data), int64(len(data)), minio.PutObjectOptions{})
+	w.must(err)
+
+	pr := newRestore(w.ns, "bad", "app")
+	w.must(k8s.Create(testCtx, pr))
+	w.reconcileRestore(pr)
+	w.restoreInto(pr, t.TempDir())
+	if c := condition2(pr); pr.Status.Phase != storagev1.RestoreFailed || c.Reason != ReasonVerificationFailed {
+		t.Fatalf("phase %s, Complete = %+v", pr.Status.Phase, c)
+	}
+	t.Logf("VerificationFailed: %s", condition2(pr).Message)
+}
+
+func TestRestoreRefusesMissingBackupsAndBusyTargets(t *testing.T) {
+	w := newWorld(t)
+	w.backupNow("app", volume(t))
+
+	missing := newRestore(w.ns, "missing", "app")
+	missing.Spec.Source.BackupID = "20200101T000000Z"
+	w.must(k8s.Create(testCtx, missing))
+	w.reconcileRestore(missing)
+	if c := condition2(missing); missing.Status.Phase != storagev1.RestoreFailed || c.Reason != ReasonBackupNotFound {
+		t.Errorf("phase %s, Complete = %+v", missing.Status.Phase, c)
+	}
+
+	// The existing PVC "data" is mounted read-write by a running application pod.
+	app := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: "app-0"}, Spec: corev1.PodSpec{
+		Containers: []corev1.Container{{Name: "app", Image: "app"}},
+		Volumes: []corev1.Volume{{Name: "d", VolumeSource: corev1.VolumeSource{
+			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data"}}}}}}
+	w.must(k8s.Create(testCtx, app))
+	app.Status.Phase = corev1.PodRunning
+	w.must(k8s.Status().Update(testCtx, app))
+	busy := newRestore(w.ns, "busy", "app")
+	busy.Spec.Target = storagev1.RestoreTarget{PVCName: "data", Overwrite: storagev1.OverwriteClean}
+	w.must(k8s.Create(testCtx, busy))
+	res := w.reconcileRestore(busy)
+	if c := condition2(busy); busy.Status.Phase != storagev1.RestorePending || c.Reason != ReasonTargetInUse || res.RequeueAfter == 0 {
+		t.Errorf("phase %s, Complete = %+v, requeue %s", busy.Status.Phase, c, res.RequeueAfter)
+	}
+	if err := k8s.Get(testCtx, client.ObjectKey{Namespace: w.ns, Name: restoreJobName(busy)}, &batchv1.Job{}); !apierrors.IsNotFound(err) {
+		t.Errorf("a restore Job was started into a volume in use: %v", err)
+	}
+
+	// The application stops: the restore goes ahead.
+	w.must(k8s.Delete(testCtx, app, client.GracePeriodSeconds(0)))
+	w.reconcileRestore(busy)
+	if busy.Status.Phase != storagev1.RestoreRestoring {
+		t.Errorf("after the pod stopped: %+v", busy.Status)
+	}
+}
+
+func condition2(pr *storagev1.PVCRestore) metav1.Condition {
+	for _, c := range pr.Status.Conditions {
+		if c.Type == storagev1.ConditionComplete {
+			return c
+		}
+	}
+	return metav1.Condition{}
+}
