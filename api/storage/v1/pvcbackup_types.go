@@ -248,7 +248,8 @@ type PVCBackupStatus struct {
 	// NextBackup is when the next scheduled backup is due (RFC3339).
 	// +optional
 	NextBackup string `json:"nextBackup,omitempty"`
-	// LastScheduleTime is the scheduled time of the last run started: the scheduler's only state.
+	// LastScheduleTime is the latest scheduled time already handled (run, missed, skipped, or passed
+	// while suspended): the scheduler's only state.
 	// +optional
 	LastScheduleTime *metav1.Time `json:"lastScheduleTime,omitempty"`
 	// LastManualTrigger is the last trigger.manual value a run was started for.
