@@ -42,12 +42,14 @@ const (
 	historyLimit = 10
 )
 
-// ObjectStore is what the controller needs from S3: a bucket check before a run, the manifest
-// after it, and the deletion of everything on finalization. internal/objectstore implements it.
+// ObjectStore is what the storage controllers need from S3: a bucket check before a run, the
+// manifest after it, listing and pruning backups, and the deletion of everything on
+// finalization. internal/objectstore implements it.
 type ObjectStore interface {
 	BucketExists(ctx context.Context) (bool, error)
 	Get(ctx context.Context, key string) (io.ReadCloser, error)
 	List(ctx context.Context, prefix string) ([]objectstore.ObjectInfo, error)
+	Delete(ctx context.Context, key string) error
 	DeletePrefix(ctx context.Context, prefix string) (int, error)
 }
 
@@ -225,10 +227,14 @@ func (r *PVCBackupReconciler) reconcileActiveRun(ctx context.Context, s *scope) 
 		}
 		return err // S3 hiccup: try again with backoff, the run stays active
 	}
-	return r.finishRun(ctx, s, storagev1.RunStatus{
+	if err := r.finishRun(ctx, s, storagev1.RunStatus{
 		Result: storagev1.RunSucceeded, ObjectKey: m.Key, Bytes: m.Bytes, SHA256: m.SHA256,
 		Files: m.Files, ContentBytes: m.ContentBytes,
-	})
+	}); err != nil {
+		return err
+	}
+	r.pruneBackups(ctx, s)
+	return nil
 }
 
 // finishRun records the end of the active run and removes its temporary objects.

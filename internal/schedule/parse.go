@@ -164,3 +164,14 @@ func fieldError(schedule string, fields []string, err error) error {
 	}
 	return fmt.Errorf("schedule %q: %v", schedule, err)
 }
+
+// Location is the time zone of a schedule (its CRON_TZ=/TZ= prefix, else timeZone, else UTC):
+// the zone in which retention counts days, weeks and months.
+func Location(schedule, timeZone string) (*time.Location, error) {
+	if fields := strings.Fields(schedule); len(fields) > 0 {
+		if zone, ok := zonePrefix(fields[0]); ok {
+			return loadZone(zone)
+		}
+	}
+	return loadZone(timeZone)
+}

@@ -74,6 +74,41 @@ type PVCBackupSpec struct {
 	// +kubebuilder:default=Retain
 	// +optional
 	DeletionPolicy DeletionPolicy `json:"deletionPolicy,omitempty"`
+
+	// Retention prunes old backups after each successful one. Unset keeps every backup.
+	// +optional
+	Retention *Retention `json:"retention,omitempty"`
+}
+
+// Retention says which backups to keep, restic-style: a backup kept by any rule survives, and the
+// newest backup is never pruned. Days, weeks and months are those of the schedule's time zone.
+type Retention struct {
+	// KeepLast keeps the newest N backups.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	KeepLast int32 `json:"keepLast,omitempty"`
+	// KeepDaily keeps the newest backup of each of the last N days that have one.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	KeepDaily int32 `json:"keepDaily,omitempty"`
+	// KeepWeekly keeps the newest backup of each of the last N ISO weeks that have one.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	KeepWeekly int32 `json:"keepWeekly,omitempty"`
+	// KeepMonthly keeps the newest backup of each of the last N months that have one.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	KeepMonthly int32 `json:"keepMonthly,omitempty"`
+}
+
+// BackupRef is one restorable backup in the bucket (one with a manifest).
+type BackupRef struct {
+	// ID of the backup (use it as PVCRestore spec.source.backupID).
+	ID string `json:"id"`
+	// Time the backup stands for.
+	Time metav1.Time `json:"time"`
+	// ObjectKey of the archive.
+	ObjectKey string `json:"objectKey"`
 }
 
 // Trigger requests backups outside the schedule.
@@ -265,6 +300,11 @@ type PVCBackupStatus struct {
 	// +optional
 	// +kubebuilder:validation:MaxItems=10
 	History []RunStatus `json:"history,omitempty"`
+	// Backups lists the restorable backups in the bucket, newest first (at most 50), as seen after
+	// the last successful run and its pruning.
+	// +optional
+	// +kubebuilder:validation:MaxItems=50
+	Backups []BackupRef `json:"backups,omitempty"`
 	// MissedSchedules counts scheduled times that never ran (operator down past the deadline, or
 	// more than one tick missed: only the latest is caught up).
 	// +optional

@@ -1,0 +1,46 @@
+package storage
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	storagev1 "github.com/okgoes/okgoes-operator/api/storage/v1"
+)
+
+func TestTenRunsWithKeepLastThreeLeaveThree(t *testing.T) {
+	w := newWorld(t)
+	pb := w.backup("rotating", "@hourly")
+	pb.Spec.Retention = &storagev1.Retention{KeepLast: 3}
+	w.create(pb)
+	w.reconcile(pb)
+	src := volume(t)
+	first := pb.CreationTimestamp.Time.Truncate(time.Hour).Add(time.Hour)
+	for i := 0; i < 10; i++ {
+		w.clock.Set(first.Add(time.Duration(i)*time.Hour + time.Minute))
+		w.reconcile(pb)
+		job := w.job(pb)
+		if res := w.runMover(job, src); res.Result != "Succeeded" {
+			t.Fatalf("run %d: %+v", i, res)
+		}
+		w.finishJob(job, true)
+		w.clock.Set(first.Add(time.Duration(i)*time.Hour + 2*time.Minute))
+		w.reconcile(pb)
+	}
+	keys := w.keys(backupPrefix(pb))
+	if len(keys) != 6 {
+		t.Fatalf("%d objects after 10 runs with keepLast 3, want 3 archives + 3 manifests: %v", len(keys), keys)
+	}
+	if len(pb.Status.Backups) != 3 {
+		t.Fatalf("status.backups: %+v", pb.Status.Backups)
+	}
+	for i, b := range pb.Status.Backups { // the newest three, newest first
+		want := first.Add(time.Duration(9-i) * time.Hour).UTC().Format("20060102T150405Z")
+		if b.ID != want || !strings.Contains(strings.Join(keys, " "), b.ID+".manifest.json") {
+			t.Errorf("backups[%d] = %s, want %s (in %v)", i, b.ID, want, keys)
+		}
+	}
+	if len(pb.Status.History) != 10 || pb.Status.MissedSchedules != 0 {
+		t.Errorf("history %d, missed %d", len(pb.Status.History), pb.Status.MissedSchedules)
+	}
+}
