@@ -154,6 +154,12 @@ func TestMain(m *testing.M) {
 		os.Exit(0)
 	case "putobject":
 		os.Exit(plainPut())
+	case "restore":
+		if res := RunRestore(context.Background(), os.Getenv); res.Result != "Succeeded" {
+			fmt.Fprintln(os.Stderr, res.Message)
+			os.Exit(1)
+		}
+		os.Exit(0)
 	}
 	os.Exit(m.Run())
 }
@@ -229,3 +235,26 @@ func benchmarkChild(b *testing.B, role string) {
 
 func BenchmarkMoverBackup(b *testing.B)    { benchmarkChild(b, "mover") }
 func BenchmarkPlainPutObject(b *testing.B) { benchmarkChild(b, "putobject") }
+
+// BenchmarkMoverRestore times `mover restore` (download, verify, write) of a backup of the same
+// volume into a fresh directory each time.
+func BenchmarkMoverRestore(b *testing.B) {
+	dir, size := benchVolume(b)
+	e, _ := setup(b, dir)
+	e[EnvPartSize] = fmt.Sprint(DefaultPartSize)
+	runChild(b, "mover", e) // the backup to restore, untimed
+	b.SetBytes(size)
+	var rss int64
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		target := b.TempDir()
+		e[EnvTargetDir] = target
+		b.StartTimer()
+		_, r := runChild(b, "restore", e)
+		rss = max(rss, r)
+		b.StopTimer()
+		os.RemoveAll(target)
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(rss)/(1<<20), "peakRSS-MiB")
+}
