@@ -101,8 +101,10 @@ func runMover(command string) int {
 		res = mover.RunBackup(context.Background(), os.Getenv, version)
 	case "restore":
 		res = mover.RunRestore(context.Background(), os.Getenv)
+	case "verify":
+		res = mover.RunVerify(context.Background(), os.Getenv)
 	default:
-		fmt.Fprintf(os.Stderr, "mover: unknown command %q (backup, restore)\n", command)
+		fmt.Fprintf(os.Stderr, "mover: unknown command %q (backup, restore, verify)\n", command)
 		return 2
 	}
 	if res.Result != "Succeeded" {

@@ -130,3 +130,19 @@ func put(t *testing.T, s3 *minio.Client, key string, data []byte) {
 		t.Fatal(err)
 	}
 }
+
+func TestVerifyChecksWithoutWriting(t *testing.T) {
+	e, s3 := backedUp(t)
+	if res := RunVerify(context.Background(), e.get); res.Result != "Succeeded" || res.SHA256 == "" {
+		t.Fatalf("verify of a good backup: %+v", res)
+	}
+	if entries, _ := os.ReadDir(e[EnvTargetDir]); len(entries) != 0 {
+		t.Errorf("verify wrote %d entries", len(entries))
+	}
+	data := get(t, s3, e[EnvArchiveKey])
+	data[len(data)-20] ^= 0x01
+	put(t, s3, e[EnvArchiveKey], data)
+	if res := RunVerify(context.Background(), e.get); res.Result != "Failed" || res.Reason != ReasonVerificationFailed {
+		t.Fatalf("verify of a damaged backup: %+v", res)
+	}
+}
