@@ -133,9 +133,12 @@ func (w *world) runMover(job *batchv1.Job, dir string) mover.Result {
 	}
 	env[mover.EnvTerminationLog] = filepath.Join(w.t.TempDir(), "termination-log")
 	getenv := func(k string) string { return env[k] }
-	if c.Command[2] == "restore" {
+	switch c.Command[2] {
+	case "restore":
 		env[mover.EnvTargetDir] = dir
 		return mover.RunRestore(testCtx, getenv)
+	case "verify":
+		return mover.RunVerify(testCtx, getenv)
 	}
 	env[mover.EnvSourceDir] = dir
 	return mover.RunBackup(testCtx, getenv, "test")

@@ -70,6 +70,20 @@ func desiredBackupJob(pb *storagev1.PVCBackup, run *storagev1.ActiveRun, claim, 
 	})
 }
 
+// desiredVerifyJob is the Job that reads the backup of a run back from S3 and checks it against
+// its manifest, writing nothing.
+func desiredVerifyJob(pb *storagev1.PVCBackup, run *storagev1.ActiveRun, image string) *batchv1.Job {
+	labels := runLabels(pb, run)
+	labels["app.kubernetes.io/component"] = "backup-verifier"
+	return desiredMoverJob(pb, image, moverJob{
+		name: verifyJobName(pb, run), labels: labels, command: "verify", options: pb.Spec.Mover,
+		env: []corev1.EnvVar{
+			{Name: mover.EnvArchiveKey, Value: archiveKey(pb, run.ID)},
+			{Name: mover.EnvManifestKey, Value: manifestKey(pb, run.ID)},
+		},
+	})
+}
+
 // desiredMoverJob is a Job running the operator's own image as the mover, with the S3 location
 // and credentials of pb (credentials by secretKeyRef only). It is created once, never updated.
 func desiredMoverJob(pb *storagev1.PVCBackup, image string, j moverJob) *batchv1.Job {
@@ -86,9 +100,13 @@ func desiredMoverJob(pb *storagev1.PVCBackup, image string, j moverJob) *batchv1
 		secretEnv(mover.EnvAccessKey, accessKey),
 		secretEnv(mover.EnvSecretKey, secretKey),
 	}, j.env...)
-	volumes := []corev1.Volume{{Name: "volume", VolumeSource: corev1.VolumeSource{
-		PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: j.claim, ReadOnly: j.readOnly}}}}
-	mounts := []corev1.VolumeMount{{Name: "volume", MountPath: volumeMount, ReadOnly: j.readOnly}}
+	var volumes []corev1.Volume
+	var mounts []corev1.VolumeMount
+	if j.claim != "" { // verify reads from S3 only and mounts no volume
+		volumes = []corev1.Volume{{Name: "volume", VolumeSource: corev1.VolumeSource{
+			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: j.claim, ReadOnly: j.readOnly}}}}
+		mounts = []corev1.VolumeMount{{Name: "volume", MountPath: volumeMount, ReadOnly: j.readOnly}}
+	}
 	if ca := pb.Spec.S3.CABundleSecretRef; ca != nil {
 		volumes = append(volumes, corev1.Volume{Name: "s3-ca", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
 			SecretName: ca.Name, Items: []corev1.KeyToPath{{Key: caKey(ca), Path: "ca.crt"}}}}})

@@ -26,15 +26,16 @@ func runID(scheduled time.Time, manual bool) string {
 	return id
 }
 
-// runObjectName is the name of the Job, VolumeSnapshot and temporary PVC of a run: at most 63
-// characters (a Job's name becomes a pod label value), unique per PVCBackup and run.
+// runObjectName is the name of the Job, VolumeSnapshot and temporary PVC of a run: at most 61
+// characters (a Job's name becomes a pod label value, at most 63, and the verify Job adds "-v"),
+// unique per PVCBackup and run.
 func runObjectName(pb *storagev1.PVCBackup, run *storagev1.ActiveRun) string {
 	suffix := strconv.FormatInt(run.ScheduledTime.Unix(), 10)
 	if run.Manual {
 		suffix += "-m"
 	}
 	name := pb.Name
-	if max := 63 - len(suffix) - 1; len(name) > max {
+	if max := 61 - len(suffix) - 1; len(name) > max {
 		sum := sha256.Sum256([]byte(pb.Name))
 		name = name[:max-9] + "-" + hex.EncodeToString(sum[:4])
 	}
@@ -51,4 +52,9 @@ func backupPrefix(pb *storagev1.PVCBackup) string {
 func archiveKey(pb *storagev1.PVCBackup, id string) string { return backupPrefix(pb) + id + ".tar.zst" }
 func manifestKey(pb *storagev1.PVCBackup, id string) string {
 	return backupPrefix(pb) + id + ".manifest.json"
+}
+
+// verifyJobName is the Job that verifies the backup of a run (spec.verify).
+func verifyJobName(pb *storagev1.PVCBackup, run *storagev1.ActiveRun) string {
+	return runObjectName(pb, run) + "-v"
 }

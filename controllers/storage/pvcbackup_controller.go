@@ -227,14 +227,60 @@ func (r *PVCBackupReconciler) reconcileActiveRun(ctx context.Context, s *scope) 
 		}
 		return err // S3 hiccup: try again with backoff, the run stays active
 	}
-	if err := r.finishRun(ctx, s, storagev1.RunStatus{
+	rec := storagev1.RunStatus{
 		Result: storagev1.RunSucceeded, ObjectKey: m.Key, Bytes: m.Bytes, SHA256: m.SHA256,
 		Files: m.Files, ContentBytes: m.ContentBytes,
-	}); err != nil {
+	}
+	if pb.Spec.Verify {
+		verified, msg, done, err := r.reconcileVerify(ctx, s)
+		if err != nil || !done {
+			return err
+		}
+		rec.Verified, rec.VerificationMessage = &verified, msg
+	}
+	if err := r.finishRun(ctx, s, rec); err != nil {
 		return err
 	}
-	r.pruneBackups(ctx, s)
+	if rec.Verified == nil || *rec.Verified {
+		// Never prune on the strength of a backup that failed verification.
+		r.pruneBackups(ctx, s)
+	}
 	return nil
+}
+
+// reconcileVerify runs the verify Job of the active run (spec.verify) and reports its outcome
+// once it has finished.
+func (r *PVCBackupReconciler) reconcileVerify(ctx context.Context, s *scope) (verified bool, message string, done bool, err error) {
+	pb, run := s.backup, s.backup.Status.ActiveRun
+	job := &batchv1.Job{}
+	err = r.Get(ctx, client.ObjectKey{Namespace: pb.Namespace, Name: verifyJobName(pb, run)}, job)
+	if apierrors.IsNotFound(err) {
+		job = desiredVerifyJob(pb, run, r.MoverImage)
+		if err := controllerutil.SetControllerReference(pb, job, r.Scheme()); err != nil {
+			return false, "", false, err
+		}
+		if err := r.Create(ctx, job); err != nil && !apierrors.IsAlreadyExists(err) {
+			return false, "", false, fmt.Errorf("create verify Job: %w", err)
+		}
+		err = nil
+	} else if err != nil {
+		return false, "", false, fmt.Errorf("get verify Job: %w", err)
+	}
+	finished, _, jobMessage := jobOutcome(job)
+	if !finished {
+		s.stage = ReasonVerifying
+		s.requeue = min(s.requeue, runPollInterval)
+		return false, "", false, nil
+	}
+	res, ok := moverResult(ctx, r.APIReader, job)
+	switch {
+	case ok && res.Result == "Succeeded":
+		return true, "", true, nil
+	case ok:
+		return false, res.Message, true, nil
+	default:
+		return false, "verify Job failed: " + jobMessage, true, nil
+	}
 }
 
 // finishRun records the end of the active run and removes its temporary objects.
@@ -266,6 +312,7 @@ func (r *PVCBackupReconciler) cleanupRun(ctx context.Context, pb *storagev1.PVCB
 	name := runObjectName(pb, run)
 	objs := []client.Object{
 		&batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: pb.Namespace, Name: name}},
+		&batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: pb.Namespace, Name: verifyJobName(pb, run)}},
 	}
 	if pb.Spec.Snapshot != nil && r.SnapshotsAvailable {
 		objs = append(objs,

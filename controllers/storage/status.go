@@ -28,6 +28,7 @@ const (
 	ReasonWaitingForSchedule = "WaitingForSchedule" // False: no run yet, waiting for the first tick
 	ReasonSnapshotPending    = "SnapshotPending"    // True: waiting for the VolumeSnapshot to be ready
 	ReasonUploading          = "Uploading"          // True: the mover Job streams the volume to S3
+	ReasonVerifying          = "Verifying"          // True: the verify Job reads the new backup back (spec.verify)
 	ReasonSucceeded          = "Succeeded"          // False: the last run succeeded
 	ReasonFailed             = "Failed"             // False: the last run failed
 	ReasonSuspended          = "Suspended"          // False: spec.suspend
@@ -62,6 +63,9 @@ func computeStatus(pb *storagev1.PVCBackup, s *scope, err error) {
 	case st.LastRun != nil && st.LastRun.Result == storagev1.RunFailed && st.ActiveRun == nil:
 		set(storagev1.ConditionReady, metav1.ConditionFalse, ReasonBackupFailed,
 			fmt.Sprintf("backup %s failed: %s", st.LastRun.ID, st.LastRun.Message))
+	case st.LastRun != nil && st.LastRun.Verified != nil && !*st.LastRun.Verified && st.ActiveRun == nil:
+		set(storagev1.ConditionReady, metav1.ConditionFalse, ReasonVerificationFailed,
+			fmt.Sprintf("backup %s was written but does not verify: %s", st.LastRun.ID, st.LastRun.VerificationMessage))
 	default:
 		msg := "next backup at " + st.NextBackup
 		if pb.Spec.Suspend {

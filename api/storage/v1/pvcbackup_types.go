@@ -75,6 +75,12 @@ type PVCBackupSpec struct {
 	// +optional
 	DeletionPolicy DeletionPolicy `json:"deletionPolicy,omitempty"`
 
+	// Verify downloads each new backup right after it is written and checks it against its
+	// manifest (sha256, size, file counts) without writing anywhere, in a second mover Job. The
+	// result is lastRun.verified; a failed verification makes Ready False (VerificationFailed).
+	// +optional
+	Verify bool `json:"verify,omitempty"`
+
 	// Retention prunes old backups after each successful one. Unset keeps every backup.
 	// +optional
 	Retention *Retention `json:"retention,omitempty"`
@@ -270,6 +276,13 @@ type RunStatus struct {
 	// Manual is true for a run started by trigger.manual.
 	// +optional
 	Manual bool `json:"manual,omitempty"`
+	// Verified is the result of spec.verify for this backup: true when the archive read back from
+	// S3 matched its manifest. Unset when not verified.
+	// +optional
+	Verified *bool `json:"verified,omitempty"`
+	// VerificationMessage explains a failed verification.
+	// +optional
+	VerificationMessage string `json:"verificationMessage,omitempty"`
 }
 
 // PVCBackupStatus is what the operator observed. It never holds intent.
