@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"path"
 	"strconv"
+	"strings"
 	"time"
 
 	storagev1 "github.com/okgoes/okgoes-operator/api/storage/v1"
@@ -49,9 +50,21 @@ func backupPrefix(pb *storagev1.PVCBackup) string {
 
 // archiveKey and manifestKey are the two objects of one backup. The manifest is written last:
 // a backup exists only when its manifest does.
-func archiveKey(pb *storagev1.PVCBackup, id string) string { return backupPrefix(pb) + id + ".tar.zst" }
+func archiveKey(pb *storagev1.PVCBackup, id string) string {
+	return backupPrefix(pb) + id + archiveSuffix
+}
 func manifestKey(pb *storagev1.PVCBackup, id string) string {
-	return backupPrefix(pb) + id + ".manifest.json"
+	return backupPrefix(pb) + id + manifestSuffix
+}
+
+const (
+	archiveSuffix  = ".tar.zst"
+	manifestSuffix = ".manifest.json"
+)
+
+// manifestKeyOf is the manifest next to an archive.
+func manifestKeyOf(archiveKey string) string {
+	return strings.TrimSuffix(archiveKey, archiveSuffix) + manifestSuffix
 }
 
 // verifyJobName is the Job that verifies the backup of a run (spec.verify).

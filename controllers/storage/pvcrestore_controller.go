@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"path"
 	"strings"
 	"time"
 
@@ -60,9 +61,13 @@ type PVCRestoreReconciler struct {
 // restoreScope is what the phases of one restore reconcile share.
 type restoreScope struct {
 	restore *storagev1.PVCRestore
-	backup  *storagev1.PVCBackup
-	store   ObjectStore
-	now     time.Time
+	// backup is the source PVCBackup, or one standing for source.s3 (its S3 settings, in this
+	// namespace), which the mover Job is built from.
+	backup *storagev1.PVCBackup
+	// prefix is where the source's backups are in the bucket.
+	prefix string
+	store  ObjectStore
+	now    time.Time
 	// result ends the restore (Succeeded or Failed) with a Complete=True reason.
 	result *restoreResult
 }
@@ -117,11 +122,18 @@ func (r *PVCRestoreReconciler) poll() time.Duration {
 func (r *PVCRestoreReconciler) resolveSource(ctx context.Context, s *restoreScope) error {
 	pr := s.restore
 	pb := &storagev1.PVCBackup{}
-	if err := r.Get(ctx, client.ObjectKey{Namespace: pr.Namespace, Name: pr.Spec.Source.PVCBackup}, pb); err != nil {
-		if apierrors.IsNotFound(err) {
-			return errclass.Waiting(ReasonSourceNotFound, fmt.Sprintf("PVCBackup %q does not exist", pr.Spec.Source.PVCBackup), r.poll())
+	if src := pr.Spec.Source.S3; src != nil {
+		pb.Namespace, pb.Name = pr.Namespace, src.PVCBackup
+		pb.Spec.S3Bucket, pb.Spec.S3 = src.Bucket, src.Location
+		s.prefix = src.Location.Prefix + path.Join(src.Namespace, src.PVCBackup) + "/"
+	} else {
+		if err := r.Get(ctx, client.ObjectKey{Namespace: pr.Namespace, Name: pr.Spec.Source.PVCBackup}, pb); err != nil {
+			if apierrors.IsNotFound(err) {
+				return errclass.Waiting(ReasonSourceNotFound, fmt.Sprintf("PVCBackup %q does not exist", pr.Spec.Source.PVCBackup), r.poll())
+			}
+			return err
 		}
-		return err
+		s.prefix = backupPrefix(pb)
 	}
 	s.backup = pb
 	store, err := openStore(ctx, r.APIReader, r.Stores, pb, r.poll())
@@ -134,25 +146,25 @@ func (r *PVCRestoreReconciler) resolveSource(ctx context.Context, s *restoreScop
 	}
 	cctx, cancel := context.WithTimeout(ctx, s3Timeout)
 	defer cancel()
-	objects, err := store.List(cctx, backupPrefix(pb))
+	objects, err := store.List(cctx, s.prefix)
 	if err != nil {
 		return classifyS3Error(err, pb.Spec.S3Bucket, r.poll())
 	}
 	want := pr.Spec.Source.BackupID
 	var found string
 	for _, o := range objects { // keys sort by time: ids are UTC timestamps
-		id, ok := strings.CutSuffix(strings.TrimPrefix(o.Key, backupPrefix(pb)), ".manifest.json")
+		id, ok := strings.CutSuffix(strings.TrimPrefix(o.Key, s.prefix), ".manifest.json")
 		if ok && !strings.Contains(id, "/") && (want == "" || want == "latest" || want == id) && id > found {
 			found = id
 		}
 	}
 	if found == "" {
 		s.result = &restoreResult{storagev1.RestoreFailed, ReasonBackupNotFound,
-			fmt.Sprintf("no backup %q of PVCBackup %s with a manifest under %s", want, pb.Name, backupPrefix(pb))}
+			fmt.Sprintf("no backup %q with a manifest under %s in bucket %s", want, s.prefix, pb.Spec.S3Bucket)}
 		return nil
 	}
 	pr.Status.BackupID = found
-	pr.Status.ObjectKey = archiveKey(pb, found)
+	pr.Status.ObjectKey = s.prefix + found + archiveSuffix
 	return nil
 }
 

@@ -199,3 +199,42 @@ func condition2(pr *storagev1.PVCRestore) metav1.Condition {
 	}
 	return metav1.Condition{}
 }
+
+func TestRestoreFromAnExplicitS3LocationInAnotherNamespace(t *testing.T) {
+	w := newWorld(t)
+	src := volume(t)
+	pb := w.backupNow("app", src)
+
+	// Another namespace (standing for another cluster) with its own copy of the credentials.
+	other := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "elsewhere-"}}
+	w.must(k8s.Create(testCtx, other))
+	w.must(k8s.Create(testCtx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: other.Name, Name: "s3"},
+		StringData: map[string]string{"AWS_ACCESS_KEY_ID": w.minio.AccessKey, "AWS_SECRET_ACCESS_KEY": w.minio.SecretKey}}))
+	pr := newRestore(other.Name, "import", "")
+	pr.Spec.Source = storagev1.RestoreSource{BackupID: "latest", S3: &storagev1.RestoreS3Source{
+		Bucket: bucket, Namespace: w.ns, PVCBackup: "app",
+		Location: storagev1.S3Location{Endpoint: w.minio.Endpoint, Insecure: true,
+			CredentialsSecretRef: storagev1.CredentialsSecretRef{Name: "s3"}},
+	}}
+	w.must(k8s.Create(testCtx, pr))
+	w.reconcileRestore(pr)
+	if pr.Status.BackupID != pb.Status.LastRun.ID || pr.Status.ObjectKey != pb.Status.LastRun.ObjectKey {
+		t.Fatalf("resolved %s / %s, want %s / %s", pr.Status.BackupID, pr.Status.ObjectKey, pb.Status.LastRun.ID, pb.Status.LastRun.ObjectKey)
+	}
+	dst := t.TempDir()
+	w.restoreInto(pr, dst)
+	if pr.Status.Phase != storagev1.RestoreSucceeded || pr.Status.VerifiedSHA256 != pb.Status.LastRun.SHA256 {
+		t.Fatalf("restore: %+v", pr.Status)
+	}
+	a, _ := os.ReadFile(filepath.Join(src, "db/data.bin"))
+	b, _ := os.ReadFile(filepath.Join(dst, "db/data.bin"))
+	if string(a) != string(b) {
+		t.Error("content differs after restoring in another namespace")
+	}
+	// Exactly one of pvcBackup and s3.
+	both := newRestore(other.Name, "both", "app")
+	both.Spec.Source.S3 = pr.Spec.Source.S3
+	if err := k8s.Create(testCtx, both); !apierrors.IsInvalid(err) {
+		t.Errorf("a source with both pvcBackup and s3: %v, want Invalid", err)
+	}
+}

@@ -57,8 +57,8 @@ func desiredRestoreJob(pb *storagev1.PVCBackup, pr *storagev1.PVCRestore, image 
 		fsGroup: true,
 		env: []corev1.EnvVar{
 			{Name: mover.EnvTargetDir, Value: volumeMount},
-			{Name: mover.EnvArchiveKey, Value: archiveKey(pb, pr.Status.BackupID)},
-			{Name: mover.EnvManifestKey, Value: manifestKey(pb, pr.Status.BackupID)},
+			{Name: mover.EnvArchiveKey, Value: pr.Status.ObjectKey},
+			{Name: mover.EnvManifestKey, Value: manifestKeyOf(pr.Status.ObjectKey)},
 			{Name: mover.EnvOverwrite, Value: overwrite},
 		},
 	})

@@ -33,18 +33,44 @@ type PVCRestoreSpec struct {
 	Mover *MoverOptions `json:"mover,omitempty"`
 }
 
-// RestoreSource names a backup of a PVCBackup in this namespace.
+// RestoreSource names a backup: of a PVCBackup in this namespace, or at an explicit S3 location
+// (backups made in another namespace or cluster).
+// +kubebuilder:validation:XValidation:rule="has(self.pvcBackup) != has(self.s3)",message="set exactly one of source.pvcBackup and source.s3"
 type RestoreSource struct {
 	// PVCBackup whose bucket, prefix and credentials hold the backup.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
-	PVCBackup string `json:"pvcBackup"`
-	// BackupID is the id of the backup (status.lastRun.id, status.history[].id), or "latest" for
+	// +optional
+	PVCBackup string `json:"pvcBackup,omitempty"`
+	// S3 locates backups without a PVCBackup here.
+	// +optional
+	S3 *RestoreS3Source `json:"s3,omitempty"`
+	// BackupID is the id of the backup (status.backups[].id of the PVCBackup), or "latest" for
 	// the newest backup that has a manifest.
 	// +kubebuilder:default=latest
 	// +kubebuilder:validation:Pattern=`^(latest|[0-9]{8}T[0-9]{6}Z(-manual)?)$`
 	// +optional
 	BackupID string `json:"backupID,omitempty"`
+}
+
+// RestoreS3Source is where a PVCBackup elsewhere wrote its backups:
+// <location.prefix><namespace>/<pvcBackup>/ in bucket.
+type RestoreS3Source struct {
+	// Bucket holding the backups.
+	// +kubebuilder:validation:MinLength=3
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9][a-z0-9.-]*[a-z0-9]$`
+	Bucket string `json:"bucket"`
+	// Location is the endpoint, prefix and credentials (a Secret in this namespace).
+	Location S3Location `json:"location"`
+	// Namespace the PVCBackup was in when it made the backups.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	Namespace string `json:"namespace"`
+	// PVCBackup is the name of the PVCBackup that made them.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	PVCBackup string `json:"pvcBackup"`
 }
 
 // RestoreTarget is an existing PVC or a new one.
