@@ -52,44 +52,54 @@ func Read(ctx context.Context, r io.Reader, dest string, opts ReadOptions) (Stat
 	if !fi.IsDir() {
 		return st, fmt.Errorf("restore into %s: not a directory", dest)
 	}
-	hr := newHashingReader(r)
-	dec, err := zstd.NewReader(hr, decoderOptions...)
+	ex := &extractor{ctx: ctx, dest: dest, opts: opts, st: &st, buf: make([]byte, extractBuffer)}
+	n, sum, err := scan(ctx, r, ex.extract)
 	if err != nil {
 		return st, err
 	}
+	if err := ex.finishDirs(); err != nil {
+		return st, err
+	}
+	st.ArchiveBytes, st.SHA256 = n, sum
+	return st, nil
+}
+
+// scan decompresses an archive stream and calls entry for each tar entry (with the entry's
+// content as the reader), then reads the stream to its very end — the zstd frame checksum is
+// verified there, and the hash must cover every byte to match the manifest — and returns the size
+// and sha256 of the compressed stream. It stops with ctx.Err() between entries.
+func scan(ctx context.Context, r io.Reader, entry func(*tar.Header, io.Reader) error) (int64, string, error) {
+	hr := newHashingReader(r)
+	dec, err := zstd.NewReader(hr, decoderOptions...)
+	if err != nil {
+		return 0, "", err
+	}
 	defer dec.Close()
-	ex := &extractor{ctx: ctx, dest: dest, opts: opts, st: &st, buf: make([]byte, extractBuffer)}
 	tr := tar.NewReader(dec)
 	for {
 		if err := ctx.Err(); err != nil {
-			return st, err
+			return 0, "", err
 		}
 		hdr, err := tr.Next()
 		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
-			return st, fmt.Errorf("read archive: %w", err)
+			return 0, "", fmt.Errorf("read archive: %w", err)
 		}
-		if err := ex.extract(hdr, tr); err != nil {
-			return st, err
+		if err := entry(hdr, tr); err != nil {
+			return 0, "", err
 		}
 	}
-	// Read to the end of the zstd frame: its checksum is verified there, and the hash must
-	// cover every byte of the stream to match the manifest.
 	if _, err := io.Copy(io.Discard, dec); err != nil {
-		return st, fmt.Errorf("read archive: %w", err)
+		return 0, "", fmt.Errorf("read archive: %w", err)
 	}
 	if _, err := io.Copy(io.Discard, hr); err != nil {
-		return st, fmt.Errorf("read archive: %w", err)
+		return 0, "", fmt.Errorf("read archive: %w", err)
 	}
 	if hr.n == 0 {
 		// An empty object (an upload that never started) would otherwise restore as nothing.
-		return st, errors.New("read archive: empty stream")
+		return 0, "", errors.New("read archive: empty stream")
 	}
-	if err := ex.finishDirs(); err != nil {
-		return st, err
-	}
-	st.ArchiveBytes, st.SHA256 = hr.n, hr.sum()
-	return st, nil
+	return hr.n, hr.sum(), nil
 }
