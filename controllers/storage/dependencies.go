@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	storagev1 "github.com/okgoes/okgoes-operator/api/storage/v1"
+	"github.com/okgoes/okgoes-operator/internal/archive"
 	"github.com/okgoes/okgoes-operator/internal/errclass"
 	"github.com/okgoes/okgoes-operator/internal/mover"
 	"github.com/okgoes/okgoes-operator/internal/objectstore"
@@ -118,30 +119,17 @@ func openStore(ctx context.Context, reader client.Reader, stores StoreFactory, p
 }
 
 // readManifest fetches and decodes the manifest of a run.
-func (r *PVCBackupReconciler) readManifest(ctx context.Context, s *scope, key string) (manifestSummary, error) {
+func (r *PVCBackupReconciler) readManifest(ctx context.Context, s *scope, key string) (archive.Manifest, error) {
 	store, err := r.storeFor(ctx, s)
 	if err != nil {
-		return manifestSummary{}, err
+		return archive.Manifest{}, err
 	}
 	cctx, cancel := context.WithTimeout(ctx, s3Timeout)
 	defer cancel()
 	body, err := store.Get(cctx, key)
 	if err != nil {
-		return manifestSummary{}, err
+		return archive.Manifest{}, err
 	}
 	defer body.Close()
-	m, err := mover.ReadManifest(body)
-	if err != nil {
-		return manifestSummary{}, err
-	}
-	return manifestSummary{Key: m.Archive.Key, Bytes: m.Archive.Bytes, SHA256: m.Archive.SHA256, Files: m.Files, ContentBytes: m.ContentBytes}, nil
-}
-
-// manifestSummary is the part of a manifest the status records.
-type manifestSummary struct {
-	Key          string
-	Bytes        int64
-	SHA256       string
-	Files        int64
-	ContentBytes int64
+	return mover.ReadManifest(body)
 }

@@ -228,7 +228,7 @@ func (r *PVCBackupReconciler) reconcileActiveRun(ctx context.Context, s *scope) 
 		return err // S3 hiccup: try again with backoff, the run stays active
 	}
 	rec := storagev1.RunStatus{
-		Result: storagev1.RunSucceeded, ObjectKey: m.Key, Bytes: m.Bytes, SHA256: m.SHA256,
+		Result: storagev1.RunSucceeded, ObjectKey: m.Archive.Key, Bytes: m.Archive.Bytes, SHA256: m.Archive.SHA256,
 		Files: m.Files, ContentBytes: m.ContentBytes,
 	}
 	if pb.Spec.Verify {
