@@ -5,6 +5,11 @@
 VERSION ?= 0.1.0
 IMAGE_TAG_BASE ?= quay.io/okgoes/okgoes-operator
 IMG ?= $(IMAGE_TAG_BASE):v$(VERSION)
+BUNDLE_IMG ?= $(IMAGE_TAG_BASE)-bundle:v$(VERSION)
+CHANNELS ?= stable
+DEFAULT_CHANNEL ?= stable
+# createdAt of the CSV, pinned per version so that bundle/ is reproducible.
+BUNDLE_CREATED_AT ?= 2026-12-03T00:00:00Z
 CONTAINER_TOOL ?= docker
 
 SHELL = /usr/bin/env bash -o pipefail
@@ -55,6 +60,7 @@ verify-fmt: ## Fail when gofmt would change a file.
 .PHONY: test
 test: verify-generated verify-fmt vet k8s-assets ## Run all tests against a real kube-apiserver + etcd (built into bin/k8s on first use).
 	go test ./... -count=1 -coverprofile cover.out
+	cd hack/bundle && go test ./... -count=1
 
 .PHONY: k8s-assets
 k8s-assets: ## Build kube-apiserver, etcd and kubectl into bin/k8s (only those missing).
@@ -78,6 +84,22 @@ docker-build: ## Build the manager image.
 .PHONY: docker-push
 docker-push: ## Push the manager image.
 	$(CONTAINER_TOOL) push $(IMG)
+
+##@ Bundle
+
+.PHONY: bundle
+bundle: manifests kustomize ## Generate the OLM bundle (bundle/, bundle.Dockerfile) and validate it.
+	cd hack/bundle && go run . --root ../.. --version $(VERSION) --image $(IMG) --created-at $(BUNDLE_CREATED_AT) \
+		--channels $(CHANNELS) --default-channel $(DEFAULT_CHANNEL)
+	cd hack/bundle && go test ./... -count=1
+
+.PHONY: bundle-build
+bundle-build: ## Build the bundle image.
+	$(CONTAINER_TOOL) build -f bundle.Dockerfile -t $(BUNDLE_IMG) .
+
+.PHONY: bundle-push
+bundle-push: ## Push the bundle image.
+	$(CONTAINER_TOOL) push $(BUNDLE_IMG)
 
 ##@ Deployment
 

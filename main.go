@@ -139,7 +139,7 @@ func newManager(restConfig *rest.Config, c config) (ctrl.Manager, error) {
 	if err := (&cachecontrollers.RedisCacheReconciler{
 		Client:    mgr.GetClient(),
 		APIReader: mgr.GetAPIReader(),
-		Recorder:  mgr.GetEventRecorder("rediscache-controller"),
+		Recorder:  mgr.GetEventRecorderFor("rediscache-controller"), //nolint:staticcheck // core/v1 Events: the events.k8s.io API trips the OLM deprecated-API validator
 	}).SetupWithManager(mgr, cachecontrollers.Options{MaxConcurrentReconciles: c.maxConcurrent}); err != nil {
 		return nil, fmt.Errorf("set up the RedisCache controller: %w", err)
 	}
@@ -153,7 +153,7 @@ func newManager(restConfig *rest.Config, c config) (ctrl.Manager, error) {
 	if err := (&storagecontrollers.PVCBackupReconciler{
 		Client:             mgr.GetClient(),
 		APIReader:          mgr.GetAPIReader(),
-		Recorder:           mgr.GetEventRecorder("pvcbackup-controller"),
+		Recorder:           mgr.GetEventRecorderFor("pvcbackup-controller"), //nolint:staticcheck // core/v1 Events: the events.k8s.io API trips the OLM deprecated-API validator
 		Clock:              schedule.RealClock{},
 		Stores:             storagecontrollers.MinioStores,
 		MoverImage:         c.moverImage,
@@ -164,7 +164,7 @@ func newManager(restConfig *rest.Config, c config) (ctrl.Manager, error) {
 	if err := (&storagecontrollers.PVCRestoreReconciler{
 		Client:     mgr.GetClient(),
 		APIReader:  mgr.GetAPIReader(),
-		Recorder:   mgr.GetEventRecorder("pvcrestore-controller"),
+		Recorder:   mgr.GetEventRecorderFor("pvcrestore-controller"), //nolint:staticcheck // core/v1 Events: the events.k8s.io API trips the OLM deprecated-API validator
 		Clock:      schedule.RealClock{},
 		Stores:     storagecontrollers.MinioStores,
 		MoverImage: c.moverImage,

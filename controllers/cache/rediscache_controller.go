@@ -15,7 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -39,7 +39,7 @@ type RedisCacheReconciler struct {
 	// APIReader reads objects the manager does not cache (the auth Secret: the operator only
 	// checks that it exists, and needs no list/watch on Secrets for that).
 	APIReader client.Reader
-	Recorder  events.EventRecorder
+	Recorder  record.EventRecorder
 	// SecretPollInterval is how often a missing auth Secret is looked for again (default 30s).
 	SecretPollInterval time.Duration
 }
@@ -59,7 +59,7 @@ type phase func(ctx context.Context, s *scope) error
 // +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get
-// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 
 // Reconcile drives the children of one RedisCache to their desired state and records what it
 // observed in the status, written once at the end.
@@ -225,5 +225,5 @@ func (r *RedisCacheReconciler) recordTransition(base, rc *cachev1alpha1.RedisCac
 	if after.Status != metav1.ConditionTrue && rc.Status.Phase == cachev1alpha1.PhaseDegraded {
 		eventType = corev1.EventTypeWarning
 	}
-	r.Recorder.Eventf(rc, nil, eventType, after.Reason, "Reconcile", "%s", after.Message)
+	r.Recorder.Eventf(rc, eventType, after.Reason, "%s", after.Message)
 }

@@ -62,7 +62,7 @@ func runSuite(m *testing.M) int {
 	must((&RedisCacheReconciler{
 		Client:             mgr.GetClient(),
 		APIReader:          mgr.GetAPIReader(),
-		Recorder:           mgr.GetEventRecorder("rediscache-controller"),
+		Recorder:           mgr.GetEventRecorderFor("rediscache-controller"), //nolint:staticcheck // core/v1 Events: the events.k8s.io API trips the OLM deprecated-API validator
 		SecretPollInterval: time.Second,
 	}).SetupWithManager(mgr, Options{MaxConcurrentReconciles: 4, Wrap: reconciles.Wrap}))
 

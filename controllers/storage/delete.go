@@ -67,7 +67,7 @@ func (r *PVCBackupReconciler) deleteBackups(ctx context.Context, s *scope) error
 		return fmt.Errorf("delete backups under %s: %w", backupPrefix(s.backup), err)
 	}
 	if r.Recorder != nil {
-		r.Recorder.Eventf(s.backup, nil, "Normal", "BackupsDeleted", "Delete", "deleted %d objects under %s", n, backupPrefix(s.backup))
+		r.Recorder.Eventf(s.backup, "Normal", "BackupsDeleted", "deleted %d objects under %s", n, backupPrefix(s.backup))
 	}
 	return nil
 }

@@ -17,7 +17,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -65,7 +65,7 @@ type PVCBackupReconciler struct {
 	// APIReader reads Secrets and pods uncached: the operator needs only get/list on them and
 	// keeps no Secret in memory.
 	APIReader client.Reader
-	Recorder  events.EventRecorder
+	Recorder  record.EventRecorder
 	Clock     schedule.Clock
 	Stores    StoreFactory
 	// MoverImage is the image of the mover Jobs: the operator's own image.
@@ -103,7 +103,7 @@ type scope struct {
 // +kubebuilder:rbac:groups="",resources=pods,verbs=list
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get
 // +kubebuilder:rbac:groups=snapshot.storage.k8s.io,resources=volumesnapshots,verbs=get;list;watch;create;delete
-// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 
 // Reconcile schedules, starts, follows and records backup runs of one PVCBackup.
 func (r *PVCBackupReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
@@ -404,19 +404,19 @@ func (r *PVCBackupReconciler) recordTransitions(base, pb *storagev1.PVCBackup, s
 		return
 	}
 	if base.Status.ActiveRun == nil && pb.Status.ActiveRun != nil {
-		r.Recorder.Eventf(pb, nil, corev1.EventTypeNormal, "BackupStarted", "Backup", "backup %s started", pb.Status.ActiveRun.ID)
+		r.Recorder.Eventf(pb, corev1.EventTypeNormal, "BackupStarted", "backup %s started", pb.Status.ActiveRun.ID)
 	}
 	if run := s.finished; run != nil {
 		if run.Result == storagev1.RunSucceeded {
-			r.Recorder.Eventf(pb, nil, corev1.EventTypeNormal, "BackupSucceeded", "Backup", "backup %s: %d bytes to %s", run.ID, run.Bytes, run.ObjectKey)
+			r.Recorder.Eventf(pb, corev1.EventTypeNormal, "BackupSucceeded", "backup %s: %d bytes to %s", run.ID, run.Bytes, run.ObjectKey)
 		} else {
-			r.Recorder.Eventf(pb, nil, corev1.EventTypeWarning, "BackupFailed", "Backup", "backup %s failed: %s", run.ID, run.Message)
+			r.Recorder.Eventf(pb, corev1.EventTypeWarning, "BackupFailed", "backup %s failed: %s", run.ID, run.Message)
 		}
 	}
 	before := meta.FindStatusCondition(base.Status.Conditions, storagev1.ConditionReady)
 	after := meta.FindStatusCondition(pb.Status.Conditions, storagev1.ConditionReady)
 	if after != nil && after.Status == metav1.ConditionFalse && (before == nil || before.Reason != after.Reason) && after.Reason != ReasonBackupFailed {
-		r.Recorder.Eventf(pb, nil, corev1.EventTypeWarning, after.Reason, "Reconcile", "%s", after.Message)
+		r.Recorder.Eventf(pb, corev1.EventTypeWarning, after.Reason, "%s", after.Message)
 	}
 }
 

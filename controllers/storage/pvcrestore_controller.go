@@ -14,7 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -47,7 +47,7 @@ const (
 type PVCRestoreReconciler struct {
 	client.Client
 	APIReader    client.Reader
-	Recorder     events.EventRecorder
+	Recorder     record.EventRecorder
 	Clock        schedule.Clock
 	Stores       StoreFactory
 	MoverImage   string
@@ -342,7 +342,7 @@ func (r *PVCRestoreReconciler) recordRestoreTransition(base, pr *storagev1.PVCRe
 	if pr.Status.Phase == storagev1.RestoreFailed {
 		kind = corev1.EventTypeWarning
 	}
-	r.Recorder.Eventf(pr, nil, kind, c.Reason, "Restore", "%s", c.Message)
+	r.Recorder.Eventf(pr, kind, c.Reason, "%s", c.Message)
 }
 
 // SetupWithManager registers the controller: PVCRestores on creation (the spec is immutable),

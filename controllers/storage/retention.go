@@ -27,7 +27,7 @@ func (r *PVCBackupReconciler) pruneBackups(ctx context.Context, s *scope) {
 	if err := r.prune(ctx, s); err != nil {
 		log.FromContext(ctx).Error(err, "pruning backups")
 		if r.Recorder != nil {
-			r.Recorder.Eventf(pb, nil, corev1.EventTypeWarning, "PruneFailed", "Prune", "%v", err)
+			r.Recorder.Eventf(pb, corev1.EventTypeWarning, "PruneFailed", "%v", err)
 		}
 	}
 }
@@ -75,7 +75,7 @@ func (r *PVCBackupReconciler) prune(ctx context.Context, s *scope) error {
 		}
 	}
 	if len(drop) > 0 && r.Recorder != nil {
-		r.Recorder.Eventf(pb, nil, corev1.EventTypeNormal, "Pruned", "Prune", "pruned %d backups, %d kept", len(drop), len(keep))
+		r.Recorder.Eventf(pb, corev1.EventTypeNormal, "Pruned", "pruned %d backups, %d kept", len(drop), len(keep))
 	}
 	pb.Status.Backups = nil
 	for _, b := range keep[:min(len(keep), maxListedBackups)] {

@@ -1,0 +1,226 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	operatorsv1alpha1 "github.com/operator-framework/api/pkg/operators/v1alpha1"
+	appsv1 "k8s.io/api/apps/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
+	"sigs.k8s.io/yaml"
+)
+
+const packageName = "okgoes-operator"
+
+type options struct {
+	root, version, image, replaces, skipRange, createdAt, channels, defaultChannel string
+}
+
+// file is one output file, relative to the repository root.
+type file struct {
+	path string
+	data []byte
+}
+
+// write generates the bundle files and writes them, replacing bundle/ entirely.
+func write(o options) error {
+	files, err := generate(o)
+	if err != nil {
+		return err
+	}
+	if err := os.RemoveAll(filepath.Join(o.root, "bundle")); err != nil {
+		return err
+	}
+	for _, f := range files {
+		p := filepath.Join(o.root, f.path)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(p, f.data, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// generate returns the bundle files for o.
+func generate(o options) ([]file, error) {
+	if o.version == "" || o.image == "" || o.createdAt == "" {
+		return nil, fmt.Errorf("--version, --image and --created-at are required")
+	}
+	objs, err := kustomize(filepath.Join(o.root, "config", "manifests"))
+	if err != nil {
+		return nil, err
+	}
+	var csv *operatorsv1alpha1.ClusterServiceVersion
+	var crds []*apiextensionsv1.CustomResourceDefinition
+	var deployments []*appsv1.Deployment
+	roles := map[string][]rbacv1.PolicyRule{} // kind/name -> rules
+	var bindings []unstructured.Unstructured
+	var others []*unstructured.Unstructured
+	for _, u := range objs {
+		switch u.GetKind() {
+		case "ClusterServiceVersion":
+			csv = &operatorsv1alpha1.ClusterServiceVersion{}
+			err = convert(u, csv)
+		case "CustomResourceDefinition":
+			crd := &apiextensionsv1.CustomResourceDefinition{}
+			err = convert(u, crd)
+			crds = append(crds, crd)
+		case "Deployment":
+			d := &appsv1.Deployment{}
+			err = convert(u, d)
+			deployments = append(deployments, d)
+		case "ClusterRole", "Role":
+			r := &rbacv1.ClusterRole{}
+			err = convert(u, r)
+			roles[u.GetKind()+"/"+u.GetName()] = r.Rules
+			others = append(others, u)
+		case "ClusterRoleBinding", "RoleBinding":
+			bindings = append(bindings, *u)
+		case "Namespace", "ServiceAccount":
+			// OLM installs into the namespace the user picks and creates the ServiceAccounts
+			// named by the install strategy.
+		default:
+			others = append(others, u)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s %s: %w", u.GetKind(), u.GetName(), err)
+		}
+	}
+	if csv == nil || len(deployments) != 1 {
+		return nil, fmt.Errorf("config/manifests must hold one CSV base and one Deployment")
+	}
+
+	// Install strategy: the Deployment, and the rules of the roles bound to its ServiceAccount.
+	dep := deployments[0]
+	sa := dep.Spec.Template.Spec.ServiceAccountName
+	strategy := operatorsv1alpha1.StrategyDetailsDeployment{
+		DeploymentSpecs: []operatorsv1alpha1.StrategyDeploymentSpec{{Name: dep.Name, Spec: dep.Spec, Label: dep.Labels}},
+	}
+	bound := map[string]bool{}
+	for _, b := range bindings {
+		rb := &rbacv1.RoleBinding{}
+		if err := convert(&b, rb); err != nil {
+			return nil, err
+		}
+		key := rb.RoleRef.Kind + "/" + rb.RoleRef.Name
+		for _, s := range rb.Subjects {
+			if s.Kind != "ServiceAccount" || s.Name != sa {
+				continue
+			}
+			perm := operatorsv1alpha1.StrategyDeploymentPermissions{ServiceAccountName: sa, Rules: roles[key]}
+			if b.GetKind() == "ClusterRoleBinding" {
+				strategy.ClusterPermissions = append(strategy.ClusterPermissions, perm)
+			} else {
+				strategy.Permissions = append(strategy.Permissions, perm)
+			}
+			bound[key] = true
+		}
+	}
+	csv.Spec.InstallStrategy = operatorsv1alpha1.NamedInstallStrategy{StrategyName: "deployment", StrategySpec: strategy}
+
+	name := packageName + ".v" + o.version
+	csv.Name, csv.Namespace = name, "placeholder"
+	csv.Spec.Version.Version, err = parseVersion(o.version)
+	if err != nil {
+		return nil, err
+	}
+	csv.Spec.Replaces = o.replaces
+	csv.Annotations["containerImage"] = o.image
+	csv.Annotations["createdAt"] = o.createdAt
+	csv.Annotations["operators.operatorframework.io/builder"] = "okgoes-bundle-generator"
+	csv.Annotations["operators.operatorframework.io/project_layout"] = "go.kubebuilder.io/v4"
+	if o.skipRange != "" {
+		csv.Annotations["olm.skipRange"] = o.skipRange
+	}
+	samples, examples, err := readSamples(filepath.Join(o.root, "config", "samples"))
+	if err != nil {
+		return nil, err
+	}
+	csv.Annotations["alm-examples"] = examples
+	csv.Spec.CustomResourceDefinitions.Owned = ownedCRDs(crds, samples)
+	csv.Spec.RelatedImages = []operatorsv1alpha1.RelatedImage{
+		{Name: "okgoes-operator", Image: o.image},
+		{Name: "redis", Image: "docker.io/library/redis:7.4-alpine"},
+	}
+
+	var files []file
+	csvData, err := marshal(csv)
+	if err != nil {
+		return nil, err
+	}
+	files = append(files, file{"bundle/manifests/" + packageName + ".clusterserviceversion.yaml", csvData})
+	for _, crd := range crds {
+		data, err := marshal(crd)
+		if err != nil {
+			return nil, err
+		}
+		files = append(files, file{"bundle/manifests/" + crd.Spec.Group + "_" + crd.Spec.Names.Plural + ".yaml", data})
+	}
+	for _, u := range others {
+		if bound[u.GetKind()+"/"+u.GetName()] {
+			continue // in the CSV's permissions
+		}
+		u.SetNamespace("")
+		data, err := marshal(u.Object)
+		if err != nil {
+			return nil, err
+		}
+		gv := strings.ReplaceAll(u.GetAPIVersion(), "/", "_")
+		files = append(files, file{"bundle/manifests/" + u.GetName() + "_" + gv + "_" + strings.ToLower(u.GetKind()) + ".yaml", data})
+	}
+	files = append(files, metadataFiles(o)...)
+	sort.Slice(files, func(i, j int) bool { return files[i].path < files[j].path })
+	return files, nil
+}
+
+func kustomize(dir string) ([]*unstructured.Unstructured, error) {
+	resMap, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), dir)
+	if err != nil {
+		return nil, fmt.Errorf("kustomize build %s: %w", dir, err)
+	}
+	var out []*unstructured.Unstructured
+	for _, r := range resMap.Resources() {
+		data, err := r.MarshalJSON()
+		if err != nil {
+			return nil, err
+		}
+		u := &unstructured.Unstructured{}
+		if err := u.UnmarshalJSON(data); err != nil {
+			return nil, err
+		}
+		out = append(out, u)
+	}
+	return out, nil
+}
+
+func convert(u *unstructured.Unstructured, into any) error {
+	return runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, into)
+}
+
+// marshal writes YAML with sorted keys and no status or creationTimestamp noise.
+func marshal(obj any) ([]byte, error) {
+	data, err := json.Marshal(obj)
+	if err != nil {
+		return nil, err
+	}
+	var m map[string]any
+	if err := json.Unmarshal(data, &m); err != nil {
+		return nil, err
+	}
+	delete(m, "status")
+	if md, ok := m["metadata"].(map[string]any); ok {
+		delete(md, "creationTimestamp")
+	}
+	return yaml.Marshal(m)
+}
