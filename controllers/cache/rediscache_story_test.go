@@ -141,6 +141,23 @@ func TestCreateConvergesToReady(t *testing.T) {
 	if got := testutil.ToFloat64(readyReplicasGauge.WithLabelValues(ns, "sessions")); got != 2 {
 		t.Errorf("okgoes_rediscache_ready_replicas = %v, want 2", got)
 	}
+	// The transitions were announced as Events on the RedisCache: not ready, then available.
+	eventually(t, 30*time.Second, func() error {
+		list := &corev1.EventList{}
+		if err := k8s.List(testCtx, list, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		seen := map[string]bool{}
+		for _, e := range list.Items {
+			if e.InvolvedObject.Kind == "RedisCache" && e.InvolvedObject.Name == "sessions" {
+				seen[e.Reason] = true
+			}
+		}
+		if !seen[ReasonReplicasNotReady] || !seen[ReasonAvailable] {
+			return fmt.Errorf("events seen: %v", seen)
+		}
+		return nil
+	})
 }
 
 func TestSpecChangesRollPodsOnlyWhenConfigChanges(t *testing.T) {
