@@ -58,12 +58,12 @@ verify-fmt: ## Fail when gofmt would change a file.
 	@out=$$(gofmt -l $$(git ls-files '*.go')); test -z "$$out" || { echo "gofmt needed:" $$out >&2; exit 1; }
 
 .PHONY: test
-test: verify-generated verify-fmt vet k8s-assets ## Run all tests against a real kube-apiserver + etcd (built into bin/k8s on first use).
+test: verify-generated verify-fmt vet k8s-assets ## Run all tests against a real kube-apiserver + etcd and a real MinIO (built into bin/ on first use).
 	go test ./... -count=1 -coverprofile cover.out
 	cd hack/bundle && go test ./... -count=1
 
 .PHONY: k8s-assets
-k8s-assets: ## Build kube-apiserver, etcd and kubectl into bin/k8s (only those missing).
+k8s-assets: ## Build kube-apiserver, etcd, kubectl (bin/k8s) and MinIO (bin/minio), only those missing.
 	hack/envtest-assets.sh
 
 ##@ Build
@@ -73,7 +73,7 @@ build: ## Build the manager binary.
 	CGO_ENABLED=0 go build -o $(LOCALBIN)/manager .
 
 .PHONY: run
-run: build k8s-assets ## Run the manager against $$KUBECONFIG, or against a local control plane it starts.
+run: build k8s-assets ## Run the manager against $KUBECONFIG, or against a local control plane it starts.
 	go build -o $(LOCALBIN)/devcluster ./hack/devcluster
 	$(LOCALBIN)/devcluster --manager $(LOCALBIN)/manager --assets $(K8S_ASSETS) --crds config/crd/bases
 
@@ -104,7 +104,7 @@ bundle-push: ## Push the bundle image.
 ##@ Deployment
 
 .PHONY: install
-install: manifests kustomize k8s-assets ## Install the CRDs into the cluster of $$KUBECONFIG.
+install: manifests kustomize k8s-assets ## Install the CRDs into the cluster of $KUBECONFIG.
 	$(KUSTOMIZE) build config/crd | $(KUBECTL) apply --server-side -f -
 
 .PHONY: uninstall
@@ -112,7 +112,7 @@ uninstall: manifests kustomize k8s-assets ## Remove the CRDs (and every custom r
 	$(KUSTOMIZE) build config/crd | $(KUBECTL) delete --ignore-not-found -f -
 
 .PHONY: deploy
-deploy: manifests kustomize k8s-assets ## Deploy the operator (IMG=...) into the cluster of $$KUBECONFIG.
+deploy: manifests kustomize k8s-assets ## Deploy the operator (IMG=...) into the cluster of $KUBECONFIG.
 	cd config/manager && $(KUSTOMIZE) edit set image controller=$(IMG)
 	$(KUSTOMIZE) build config/default | $(KUBECTL) apply --server-side -f -
 
