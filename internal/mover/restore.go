@@ -52,12 +52,25 @@ func (e *restoreError) Unwrap() error { return e.err }
 // the archive's sha256, size and counts against the manifest. A mismatch is a
 // VerificationFailed error; the files written before it was found stay, and the error says so.
 func Restore(ctx context.Context, store ObjectReader, job RestoreJob) (archive.Manifest, archive.Stats, error) {
+	return readBackup(ctx, store, job.ArchiveKey, job.ManifestKey,
+		func() error { return prepareTarget(job.TargetDir, job.Overwrite) },
+		func(r io.Reader) (archive.Stats, error) {
+			return archive.Read(ctx, r, job.TargetDir, archive.ReadOptions{Chown: true, IgnoreChownEPERM: true})
+		}, "; the target holds a partial restore")
+}
+
+// readBackup is what restore and verify share: fetch the manifest and check that it describes
+// archiveKey, run prepare, stream the archive into consume (archive.Read or archive.Check), and
+// compare what consume saw with the manifest. A missing object is BackupNotFound, a damaged or
+// mismatching one VerificationFailed; partial says what a failure half-way leaves behind.
+func readBackup(ctx context.Context, store ObjectReader, archiveKey, manifestKey string, prepare func() error,
+	consume func(io.Reader) (archive.Stats, error), partial string) (archive.Manifest, archive.Stats, error) {
 	var st archive.Stats
-	body, err := store.Get(ctx, job.ManifestKey)
+	body, err := store.Get(ctx, manifestKey)
 	if err != nil {
 		if objectstore.IsNotFound(err) {
 			return archive.Manifest{}, st, &restoreError{ReasonBackupNotFound,
-				fmt.Errorf("manifest %s does not exist: the backup is incomplete or was pruned", job.ManifestKey)}
+				fmt.Errorf("manifest %s does not exist: the backup is incomplete or was pruned", manifestKey)}
 		}
 		return archive.Manifest{}, st, fmt.Errorf("read manifest: %w", err)
 	}
@@ -66,32 +79,47 @@ func Restore(ctx context.Context, store ObjectReader, job RestoreJob) (archive.M
 	if err != nil {
 		return m, st, &restoreError{ReasonVerificationFailed, err}
 	}
-	if m.FormatVersion != archive.FormatVersion || m.Archive.Key != job.ArchiveKey {
+	if m.FormatVersion != archive.FormatVersion || m.Archive.Key != archiveKey {
 		return m, st, &restoreError{ReasonVerificationFailed,
-			fmt.Errorf("manifest format %d for %s does not describe %s", m.FormatVersion, m.Archive.Key, job.ArchiveKey)}
+			fmt.Errorf("manifest format %d for %s does not describe %s", m.FormatVersion, m.Archive.Key, archiveKey)}
 	}
-	if err := prepareTarget(job.TargetDir, job.Overwrite); err != nil {
-		return m, st, err
+	if prepare != nil {
+		if err := prepare(); err != nil {
+			return m, st, err
+		}
 	}
-	body, err = store.Get(ctx, job.ArchiveKey)
+	body, err = store.Get(ctx, archiveKey)
 	if err != nil {
 		if objectstore.IsNotFound(err) {
-			return m, st, &restoreError{ReasonBackupNotFound, fmt.Errorf("archive %s does not exist", job.ArchiveKey)}
+			return m, st, &restoreError{ReasonBackupNotFound, fmt.Errorf("archive %s does not exist", archiveKey)}
 		}
 		return m, st, fmt.Errorf("read archive: %w", err)
 	}
 	defer body.Close()
-	st, err = archive.Read(ctx, body, job.TargetDir, archive.ReadOptions{Chown: true, IgnoreChownEPERM: true})
+	st, err = consume(body)
 	if err != nil {
 		if ctx.Err() != nil {
 			return m, st, err
 		}
-		return m, st, &restoreError{ReasonVerificationFailed, fmt.Errorf("archive %s is damaged (%v); the target holds a partial restore", job.ArchiveKey, err)}
+		return m, st, &restoreError{ReasonVerificationFailed, fmt.Errorf("archive %s is damaged (%v)%s", archiveKey, err, partial)}
 	}
 	if err := m.Verify(st); err != nil {
-		return m, st, &restoreError{ReasonVerificationFailed, fmt.Errorf("archive %s does not match its manifest: %v; the target holds the restored files", job.ArchiveKey, err)}
+		return m, st, &restoreError{ReasonVerificationFailed, fmt.Errorf("archive %s does not match its manifest: %v", archiveKey, err)}
 	}
 	return m, st, nil
+}
+
+// outcome is the Result of a restore or verify of archiveKey.
+func outcome(m archive.Manifest, st archive.Stats, archiveKey string, err error) Result {
+	if err != nil {
+		res := Result{Result: "Failed", ID: m.ID, ArchiveKey: archiveKey, Message: err.Error()}
+		var re *restoreError
+		if errors.As(err, &re) {
+			res.Reason = re.reason
+		}
+		return res
+	}
+	return Result{Result: "Succeeded", ID: m.ID, ArchiveKey: archiveKey, Bytes: st.ArchiveBytes, SHA256: st.SHA256, Files: st.Files}
 }
 
 // prepareTarget applies the overwrite policy. lost+found (made by mkfs) does not count as data.
@@ -149,13 +177,5 @@ func runRestore(ctx context.Context, getenv func(string) string) Result {
 		return Result{Result: "Failed", Message: err.Error()}
 	}
 	m, st, err := Restore(ctx, store, job)
-	if err != nil {
-		res := Result{Result: "Failed", ID: m.ID, ArchiveKey: job.ArchiveKey, Message: err.Error()}
-		var re *restoreError
-		if errors.As(err, &re) {
-			res.Reason = re.reason
-		}
-		return res
-	}
-	return Result{Result: "Succeeded", ID: m.ID, ArchiveKey: m.Archive.Key, Bytes: st.ArchiveBytes, SHA256: st.SHA256, Files: st.Files}
+	return outcome(m, st, job.ArchiveKey, err)
 }
