@@ -23,6 +23,7 @@ import (
 
 	cachev1alpha1 "github.com/okgoes/okgoes-operator/api/cache/v1alpha1"
 	"github.com/okgoes/okgoes-operator/internal/errclass"
+	"github.com/okgoes/okgoes-operator/internal/phase"
 )
 
 const (
@@ -50,8 +51,6 @@ type scope struct {
 	obs   observation
 }
 
-type phase func(ctx context.Context, s *scope) error
-
 // +kubebuilder:rbac:groups=cache.okgoes.com,resources=rediscaches,verbs=get;list;watch
 // +kubebuilder:rbac:groups=cache.okgoes.com,resources=rediscaches/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=cache.okgoes.com,resources=rediscaches/finalizers,verbs=update
@@ -76,7 +75,7 @@ func (r *RedisCacheReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	}
 	base := rc.DeepCopy()
 	s := &scope{cache: rc}
-	s.obs.err = runPhases(ctx, s,
+	s.obs.err = phase.Run(ctx, s,
 		r.reconcileSpec,
 		r.reconcileAuth,
 		r.reconcileConfigMap,
@@ -97,16 +96,6 @@ func (r *RedisCacheReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	r.recordTransition(base, rc)
 	observeMetrics(rc)
 	return res, err
-}
-
-// runPhases runs the phases in order and stops at the first error.
-func runPhases(ctx context.Context, s *scope, phases ...phase) error {
-	for _, p := range phases {
-		if err := p(ctx, s); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // reconcileSpec checks what admission could not (see validateSpec).

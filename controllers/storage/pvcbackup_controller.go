@@ -26,6 +26,7 @@ import (
 	storagev1 "github.com/okgoes/okgoes-operator/api/storage/v1"
 	"github.com/okgoes/okgoes-operator/internal/errclass"
 	"github.com/okgoes/okgoes-operator/internal/objectstore"
+	"github.com/okgoes/okgoes-operator/internal/phase"
 	"github.com/okgoes/okgoes-operator/internal/schedule"
 )
 
@@ -128,7 +129,7 @@ func (r *PVCBackupReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		return ctrl.Result{}, err
 	}
 
-	err := runPhases(ctx, s,
+	err := phase.Run(ctx, s,
 		r.reconcileSchedule,
 		r.reconcileActiveRun,
 		r.reconcileNextRun,
@@ -141,17 +142,6 @@ func (r *PVCBackupReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	r.recordTransitions(base, pb, s)
 	observeMetrics(pb, s)
 	return res, err
-}
-
-type phase func(ctx context.Context, s *scope) error
-
-func runPhases(ctx context.Context, s *scope, phases ...phase) error {
-	for _, p := range phases {
-		if err := p(ctx, s); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // reconcileSchedule checks the schedule (admission checks only its shape) and computes the next

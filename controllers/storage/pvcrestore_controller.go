@@ -3,6 +3,7 @@ package storage
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"path"
 	"strings"
@@ -26,6 +27,7 @@ import (
 	"github.com/okgoes/okgoes-operator/internal/errclass"
 	"github.com/okgoes/okgoes-operator/internal/flowcontrol"
 	"github.com/okgoes/okgoes-operator/internal/mover"
+	"github.com/okgoes/okgoes-operator/internal/phase"
 	"github.com/okgoes/okgoes-operator/internal/schedule"
 )
 
@@ -89,7 +91,10 @@ func (r *PVCRestoreReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	}
 	base := pr.DeepCopy()
 	s := &restoreScope{restore: pr, now: r.Clock.Now()}
-	err := runRestorePhases(ctx, s, r.resolveSource, r.resolveTarget, r.runJob)
+	err := phase.Run(ctx, s, r.resolveSource, r.resolveTarget, r.runJob)
+	if errors.Is(err, errFinished) {
+		err = nil
+	}
 	computeRestoreStatus(pr, s, err)
 	res, err := errclass.Result(err, restoreRequeue(pr))
 	if !equality.Semantic.DeepEqual(base.Status, pr.Status) {
@@ -101,13 +106,13 @@ func (r *PVCRestoreReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	return res, err
 }
 
-func runRestorePhases(ctx context.Context, s *restoreScope, phases ...func(context.Context, *restoreScope) error) error {
-	for _, p := range phases {
-		if err := p(ctx, s); err != nil || s.result != nil {
-			return err
-		}
-	}
-	return nil
+// errFinished stops the phases of a restore that has its outcome (see restoreScope.finish).
+var errFinished = errors.New("restore finished")
+
+// finish records the outcome of the restore and stops the remaining phases.
+func (s *restoreScope) finish(outcome storagev1.RestorePhase, reason, message string) error {
+	s.result = &restoreResult{outcome, reason, message}
+	return errFinished
 }
 
 func (r *PVCRestoreReconciler) poll() time.Duration {
@@ -159,9 +164,8 @@ func (r *PVCRestoreReconciler) resolveSource(ctx context.Context, s *restoreScop
 		}
 	}
 	if found == "" {
-		s.result = &restoreResult{storagev1.RestoreFailed, ReasonBackupNotFound,
-			fmt.Sprintf("no backup %q with a manifest under %s in bucket %s", want, s.prefix, pb.Spec.S3Bucket)}
-		return nil
+		return s.finish(storagev1.RestoreFailed, ReasonBackupNotFound,
+			fmt.Sprintf("no backup %q with a manifest under %s in bucket %s", want, s.prefix, pb.Spec.S3Bucket))
 	}
 	pr.Status.BackupID = found
 	pr.Status.ObjectKey = s.prefix + found + archiveSuffix
@@ -183,8 +187,7 @@ func (r *PVCRestoreReconciler) resolveTarget(ctx context.Context, s *restoreScop
 		pvc = desiredRestorePVC(pr)
 		if err := r.Create(ctx, pvc); err != nil && !apierrors.IsAlreadyExists(err) {
 			if apierrors.IsInvalid(err) {
-				s.result = &restoreResult{storagev1.RestoreFailed, ReasonInvalidSpec, fmt.Sprintf("the API server rejected target.newPVC: %v", err)}
-				return nil
+				return s.finish(storagev1.RestoreFailed, ReasonInvalidSpec, fmt.Sprintf("the API server rejected target.newPVC: %v", err))
 			}
 			return fmt.Errorf("create target PVC: %w", err)
 		}
@@ -239,8 +242,7 @@ func (r *PVCRestoreReconciler) runJob(ctx context.Context, s *restoreScope) erro
 		}
 		if err := r.Create(ctx, job); err != nil && !apierrors.IsAlreadyExists(err) {
 			if apierrors.IsInvalid(err) {
-				s.result = &restoreResult{storagev1.RestoreFailed, ReasonInvalidSpec, fmt.Sprintf("the API server rejected the mover Job: %v", err)}
-				return nil
+				return s.finish(storagev1.RestoreFailed, ReasonInvalidSpec, fmt.Sprintf("the API server rejected the mover Job: %v", err))
 			}
 			return fmt.Errorf("create restore Job: %w", err)
 		}
