@@ -150,24 +150,25 @@ func newManager(restConfig *rest.Config, c config) (ctrl.Manager, error) {
 	if c.moverImage == "" {
 		return nil, fmt.Errorf("--mover-image (or $RELATED_IMAGE_MOVER) is required: the image of the backup Jobs")
 	}
+	deps := func(name string) storagecontrollers.Deps {
+		return storagecontrollers.Deps{
+			APIReader:  mgr.GetAPIReader(),
+			Recorder:   mgr.GetEventRecorderFor(name), //nolint:staticcheck // core/v1 Events: the events.k8s.io API trips the OLM deprecated-API validator
+			Clock:      schedule.RealClock{},
+			Stores:     storagecontrollers.MinioStores,
+			MoverImage: c.moverImage,
+		}
+	}
 	if err := (&storagecontrollers.PVCBackupReconciler{
 		Client:             mgr.GetClient(),
-		APIReader:          mgr.GetAPIReader(),
-		Recorder:           mgr.GetEventRecorderFor("pvcbackup-controller"), //nolint:staticcheck // core/v1 Events: the events.k8s.io API trips the OLM deprecated-API validator
-		Clock:              schedule.RealClock{},
-		Stores:             storagecontrollers.MinioStores,
-		MoverImage:         c.moverImage,
+		Deps:               deps("pvcbackup-controller"),
 		SnapshotsAvailable: snapshots,
 	}).SetupWithManager(mgr, storagecontrollers.Options{MaxConcurrentReconciles: c.maxConcurrent}); err != nil {
 		return nil, fmt.Errorf("set up the PVCBackup controller: %w", err)
 	}
 	if err := (&storagecontrollers.PVCRestoreReconciler{
-		Client:     mgr.GetClient(),
-		APIReader:  mgr.GetAPIReader(),
-		Recorder:   mgr.GetEventRecorderFor("pvcrestore-controller"), //nolint:staticcheck // core/v1 Events: the events.k8s.io API trips the OLM deprecated-API validator
-		Clock:      schedule.RealClock{},
-		Stores:     storagecontrollers.MinioStores,
-		MoverImage: c.moverImage,
+		Client: mgr.GetClient(),
+		Deps:   deps("pvcrestore-controller"),
 	}).SetupWithManager(mgr, storagecontrollers.Options{MaxConcurrentReconciles: c.maxConcurrent}); err != nil {
 		return nil, fmt.Errorf("set up the PVCRestore controller: %w", err)
 	}

@@ -61,8 +61,9 @@ func TestBadInputBecomesConditionsWithoutHotLoop(t *testing.T) {
 	w := newWorld(t)
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0"})
 	w.must(err)
-	r := &PVCBackupReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Clock: schedule.RealClock{},
-		Stores: MinioStores, MoverImage: "quay.io/okgoes/okgoes-operator:test", SnapshotsAvailable: true, PollInterval: time.Second}
+	deps := w.deps(mgr.GetAPIReader())
+	deps.Clock = schedule.RealClock{} // the manager runs on real time here
+	r := &PVCBackupReconciler{Client: mgr.GetClient(), Deps: deps, SnapshotsAvailable: true}
 	var counter testenv.ReconcileCounter
 	w.must(r.SetupWithManager(mgr, Options{MaxConcurrentReconciles: 4, Wrap: counter.Wrap}))
 	ctx, cancel := context.WithCancel(testCtx)

@@ -16,13 +16,6 @@ import (
 	"github.com/okgoes/okgoes-operator/internal/objectstore"
 )
 
-func (r *PVCBackupReconciler) poll() time.Duration {
-	if r.PollInterval > 0 {
-		return r.PollInterval
-	}
-	return defaultPollInterval
-}
-
 // checkDependencies verifies that the PVC and the credentials are there and, with checkBucket,
 // that S3 accepts them and has the bucket. Each missing piece is a precise Waiting condition,
 // polled, never a retry storm.

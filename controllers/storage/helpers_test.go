@@ -58,8 +58,7 @@ func newWorld(t *testing.T) *world {
 	w.must(k8s.Create(testCtx, &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: "data"},
 		Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
 			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}}}))
-	w.r = &PVCBackupReconciler{Client: k8s, APIReader: k8s, Clock: w.clock, Stores: MinioStores,
-		MoverImage: "quay.io/okgoes/okgoes-operator:test", SnapshotsAvailable: true, PollInterval: time.Second}
+	w.r = &PVCBackupReconciler{Client: k8s, Deps: w.deps(k8s), SnapshotsAvailable: true}
 	return w
 }
 
@@ -250,3 +249,10 @@ func minioMakeBucketOptions() minio.MakeBucketOptions { return minio.MakeBucketO
 func readAll(r io.Reader) ([]byte, error) { return io.ReadAll(r) }
 
 func bytesReader(b []byte) io.Reader { return bytes.NewReader(b) }
+
+// deps are the reconcilers' dependencies in a story: reads through reader, the world's clock and
+// MinIO, a 1 s poll.
+func (w *world) deps(reader client.Reader) Deps {
+	return Deps{APIReader: reader, Clock: w.clock, Stores: MinioStores, MoverImage: "quay.io/okgoes/okgoes-operator:test",
+		PollInterval: time.Second}
+}

@@ -60,9 +60,9 @@ type StoreFactory func(objectstore.Config) (ObjectStore, error)
 // MinioStores is the StoreFactory of the real operator.
 func MinioStores(cfg objectstore.Config) (ObjectStore, error) { return objectstore.New(cfg) }
 
-// PVCBackupReconciler reconciles PVCBackup objects.
-type PVCBackupReconciler struct {
-	client.Client
+// Deps is what the storage controllers share: uncached reads, events, the clock, S3 and the
+// mover image.
+type Deps struct {
 	// APIReader reads Secrets and pods uncached: the operator needs only get/list on them and
 	// keeps no Secret in memory.
 	APIReader client.Reader
@@ -71,10 +71,30 @@ type PVCBackupReconciler struct {
 	Stores    StoreFactory
 	// MoverImage is the image of the mover Jobs: the operator's own image.
 	MoverImage string
-	// SnapshotsAvailable is true when the cluster serves snapshot.storage.k8s.io/v1.
-	SnapshotsAvailable bool
 	// PollInterval re-checks missing dependencies (default 30s).
 	PollInterval time.Duration
+}
+
+func (d Deps) poll() time.Duration {
+	if d.PollInterval > 0 {
+		return d.PollInterval
+	}
+	return defaultPollInterval
+}
+
+func (d Deps) check() error {
+	if d.APIReader == nil || d.Clock == nil || d.Stores == nil || d.MoverImage == "" {
+		return fmt.Errorf("storage controllers need an APIReader, a Clock, a StoreFactory and a MoverImage")
+	}
+	return nil
+}
+
+// PVCBackupReconciler reconciles PVCBackup objects.
+type PVCBackupReconciler struct {
+	client.Client
+	Deps
+	// SnapshotsAvailable is true when the cluster serves snapshot.storage.k8s.io/v1.
+	SnapshotsAvailable bool
 }
 
 // scope is what the phases of one reconcile share.

@@ -15,7 +15,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -28,7 +27,6 @@ import (
 	"github.com/okgoes/okgoes-operator/internal/flowcontrol"
 	"github.com/okgoes/okgoes-operator/internal/mover"
 	"github.com/okgoes/okgoes-operator/internal/phase"
-	"github.com/okgoes/okgoes-operator/internal/schedule"
 )
 
 // Reasons of the Complete condition of a PVCRestore.
@@ -48,12 +46,7 @@ const (
 // `mover restore` Job, record the verified result. A finished restore is never run again.
 type PVCRestoreReconciler struct {
 	client.Client
-	APIReader    client.Reader
-	Recorder     record.EventRecorder
-	Clock        schedule.Clock
-	Stores       StoreFactory
-	MoverImage   string
-	PollInterval time.Duration
+	Deps
 }
 
 // +kubebuilder:rbac:groups=storage.okgoes.com,resources=pvcrestores,verbs=get;list;watch
@@ -113,13 +106,6 @@ var errFinished = errors.New("restore finished")
 func (s *restoreScope) finish(outcome storagev1.RestorePhase, reason, message string) error {
 	s.result = &restoreResult{outcome, reason, message}
 	return errFinished
-}
-
-func (r *PVCRestoreReconciler) poll() time.Duration {
-	if r.PollInterval > 0 {
-		return r.PollInterval
-	}
-	return defaultPollInterval
 }
 
 // resolveSource finds the PVCBackup and the backup id ("latest" resolved once, then kept in
@@ -350,8 +336,8 @@ func (r *PVCRestoreReconciler) recordRestoreTransition(base, pr *storagev1.PVCRe
 // SetupWithManager registers the controller: PVCRestores on creation (the spec is immutable),
 // and their Jobs.
 func (r *PVCRestoreReconciler) SetupWithManager(mgr ctrl.Manager, opts Options) error {
-	if r.Clock == nil || r.Stores == nil || r.MoverImage == "" {
-		return fmt.Errorf("PVCRestoreReconciler needs a Clock, a StoreFactory and a MoverImage")
+	if err := r.check(); err != nil {
+		return err
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&storagev1.PVCRestore{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).

@@ -4,7 +4,6 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/minio/minio-go/v7"
 	batchv1 "k8s.io/api/batch/v1"
@@ -38,8 +37,7 @@ func (w *world) backupNow(name, dir string) *storagev1.PVCBackup {
 }
 
 func (w *world) restorer() *PVCRestoreReconciler {
-	return &PVCRestoreReconciler{Client: k8s, APIReader: k8s, Clock: w.clock, Stores: MinioStores,
-		MoverImage: "quay.io/okgoes/okgoes-operator:test", PollInterval: time.Second}
+	return &PVCRestoreReconciler{Client: k8s, Deps: w.deps(k8s)}
 }
 
 func (w *world) reconcileRestore(pr *storagev1.PVCRestore) ctrl.Result {

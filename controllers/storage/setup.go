@@ -1,8 +1,6 @@
 package storage
 
 import (
-	"fmt"
-
 	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -38,8 +36,8 @@ func SnapshotAPIServed(mgr ctrl.Manager) (bool, error) {
 // the deletion timestamp (generation too); Jobs and snapshots pass on status changes, which is
 // what moves a run forward.
 func (r *PVCBackupReconciler) SetupWithManager(mgr ctrl.Manager, opts Options) error {
-	if r.Clock == nil || r.Stores == nil || r.MoverImage == "" {
-		return fmt.Errorf("PVCBackupReconciler needs a Clock, a StoreFactory and a MoverImage")
+	if err := r.check(); err != nil {
+		return err
 	}
 	b := ctrl.NewControllerManagedBy(mgr).
 		For(&storagev1.PVCBackup{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
