@@ -9,25 +9,34 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strings"
+	"time"
 
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
 
 	cachev1alpha1 "github.com/okgoes/okgoes-operator/api/cache/v1alpha1"
+	cachev1beta1 "github.com/okgoes/okgoes-operator/api/cache/v1beta1"
 	storagev1 "github.com/okgoes/okgoes-operator/api/storage/v1"
 	cachecontrollers "github.com/okgoes/okgoes-operator/controllers/cache"
 	storagecontrollers "github.com/okgoes/okgoes-operator/controllers/storage"
 	"github.com/okgoes/okgoes-operator/internal/mover"
 	"github.com/okgoes/okgoes-operator/internal/schedule"
+	"github.com/okgoes/okgoes-operator/internal/storageversion"
+	"github.com/okgoes/okgoes-operator/internal/webhookcert"
 )
 
 var scheme = runtime.NewScheme()
@@ -38,6 +47,8 @@ var version = "dev"
 func init() {
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(cachev1alpha1.AddToScheme(scheme))
+	utilruntime.Must(cachev1beta1.AddToScheme(scheme))
+	utilruntime.Must(apiextensionsv1.AddToScheme(scheme))
 	utilruntime.Must(storagev1.AddToScheme(scheme))
 	utilruntime.Must(snapshotv1.AddToScheme(scheme))
 }
@@ -48,7 +59,20 @@ type config struct {
 	secureMetrics, enableHTTP2, leaderElect bool
 	maxConcurrent                           int
 	moverImage                              string
+	webhook                                 webhookConfig
 	zap                                     zap.Options
+	// inTest lets tests run several managers in one process (controller names are global).
+	inTest bool
+}
+
+// webhookConfig is where the conversion webhook listens and where its certificate comes from.
+type webhookConfig struct {
+	port        int
+	certDir     string
+	certs       string // "external" (OLM, cert-manager) or "self-signed"
+	serviceName string // self-signed: the Service the certificate is for
+	secretName  string // self-signed: the Secret it is kept in
+	url         string // self-signed: a URL instead of the Service (manager outside the cluster)
 }
 
 func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
@@ -66,8 +90,26 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	fs.IntVar(&c.maxConcurrent, "max-concurrent-reconciles", 4, "Objects reconciled at once, per controller.")
 	fs.StringVar(&c.moverImage, "mover-image", os.Getenv("RELATED_IMAGE_MOVER"), "Image of the backup mover Jobs: "+
 		"the operator's own image (default $RELATED_IMAGE_MOVER, set by the deployment manifests).")
+	fs.IntVar(&c.webhook.port, "webhook-port", 9443, "Port of the conversion webhook (HTTPS).")
+	fs.StringVar(&c.webhook.certDir, "webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs",
+		"Directory holding the webhook's tls.crt and tls.key (OLM mounts them here).")
+	fs.StringVar(&c.webhook.certs, "webhook-certs", "external", "Where the webhook certificate comes from: "+
+		"external (OLM or cert-manager provide the files and the CRD caBundle) or self-signed (the manager "+
+		"keeps a CA and certificate in a Secret and the CA in the CRD caBundle; used by `make deploy`).")
+	fs.StringVar(&c.webhook.serviceName, "webhook-service-name", "okgoes-operator-webhook-service",
+		"With --webhook-certs=self-signed: the Service in front of the webhook.")
+	fs.StringVar(&c.webhook.secretName, "webhook-secret-name", "okgoes-operator-webhook-server-cert",
+		"With --webhook-certs=self-signed: the Secret holding the CA and certificate.")
+	fs.StringVar(&c.webhook.url, "webhook-url", "", "With --webhook-certs=self-signed: point the CRDs at this "+
+		"URL instead of the Service (a manager running outside the cluster, as `make run` does).")
 	c.zap.BindFlags(fs)
-	return c, fs.Parse(args)
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if c.webhook.certs != "external" && c.webhook.certs != "self-signed" {
+		return c, fmt.Errorf("--webhook-certs=%q: want external or self-signed", c.webhook.certs)
+	}
+	return c, nil
 }
 
 func main() {
@@ -124,14 +166,27 @@ func newManager(restConfig *rest.Config, c config) (ctrl.Manager, error) {
 	if c.secureMetrics {
 		metricsOpts.FilterProvider = filters.WithAuthenticationAndAuthorization
 	}
+	// Uncached: RBAC lets the manager read its own CRDs by name, not list or watch all CRDs.
+	direct, err := client.New(restConfig, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, err
+	}
+	injector, err := provisionWebhookCerts(direct, c.webhook)
+	if err != nil {
+		return nil, err
+	}
 	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
-		Scheme:                        scheme,
+		Scheme: scheme,
+		WebhookServer: webhook.NewServer(webhook.Options{
+			Port: c.webhook.port, CertDir: c.webhook.certDir, TLSOpts: tlsOpts,
+		}),
 		Metrics:                       metricsOpts,
 		HealthProbeBindAddress:        c.probeAddr,
 		LeaderElection:                c.leaderElect,
 		LeaderElectionID:              "okgoes-operator.okgoes.com",
 		LeaderElectionNamespace:       c.leaderNamespace,
 		LeaderElectionReleaseOnCancel: true,
+		Controller:                    ctrlconfig.Controller{SkipNameValidation: &c.inTest},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("create manager: %w", err)
@@ -142,6 +197,17 @@ func newManager(restConfig *rest.Config, c config) (ctrl.Manager, error) {
 		Recorder:  mgr.GetEventRecorderFor("rediscache-controller"), //nolint:staticcheck // core/v1 Events: the events.k8s.io API trips the OLM deprecated-API validator
 	}).SetupWithManager(mgr, cachecontrollers.Options{MaxConcurrentReconciles: c.maxConcurrent}); err != nil {
 		return nil, fmt.Errorf("set up the RedisCache controller: %w", err)
+	}
+	if err := cachecontrollers.SetupConversionWebhook(mgr); err != nil {
+		return nil, fmt.Errorf("set up the conversion webhook: %w", err)
+	}
+	if err := mgr.Add(&storageversion.Runnable{Client: direct, CRDs: webhookCRDs}); err != nil {
+		return nil, err
+	}
+	if injector != nil {
+		if err := mgr.Add(injector); err != nil {
+			return nil, err
+		}
 	}
 	snapshots, err := storagecontrollers.SnapshotAPIServed(mgr)
 	if err != nil {
@@ -175,8 +241,52 @@ func newManager(restConfig *rest.Config, c config) (ctrl.Manager, error) {
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return nil, err
 	}
-	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+	// Ready once the webhook serves: the API server sends conversions to ready pods only.
+	if err := mgr.AddReadyzCheck("readyz", mgr.GetWebhookServer().StartedChecker()); err != nil {
 		return nil, err
 	}
 	return mgr, nil
+}
+
+// webhookCRDs are the CRDs whose conversion webhook the manager serves. The manager may read and
+// patch these CRDs only: their caBundle (self-signed certificates) and their storedVersions
+// (internal/storageversion), granted by the markers below.
+var webhookCRDs = []string{"rediscaches.cache.okgoes.com"}
+
+// +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,resourceNames=rediscaches.cache.okgoes.com,verbs=get;patch
+// +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions/status,resourceNames=rediscaches.cache.okgoes.com,verbs=get;patch
+
+// provisionWebhookCerts, with --webhook-certs=self-signed, makes sure the webhook certificate
+// exists (in its Secret and in the cert dir) before the webhook server starts, and returns the
+// runnable that keeps the CA in the CRDs' caBundle. With external certificates it does nothing.
+func provisionWebhookCerts(direct client.Client, w webhookConfig) (*webhookcert.Injector, error) {
+	if w.certs != "self-signed" {
+		return nil, nil
+	}
+	ns, err := podNamespace()
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	ca, err := webhookcert.Ensure(ctx, direct, webhookcert.Options{
+		Namespace: ns, SecretName: w.secretName, ServiceName: w.serviceName, CertDir: w.certDir, URL: w.url,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("webhook certificate: %w", err)
+	}
+	return &webhookcert.Injector{Client: direct, CRDs: webhookCRDs, CA: ca, URL: w.url, Interval: 30 * time.Second}, nil
+}
+
+// podNamespace is the namespace the manager runs in: $POD_NAMESPACE (downward API), else the
+// service account's namespace file.
+func podNamespace() (string, error) {
+	if ns := os.Getenv("POD_NAMESPACE"); ns != "" {
+		return ns, nil
+	}
+	data, err := os.ReadFile("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+	if err != nil {
+		return "", fmt.Errorf("namespace of the manager unknown: set POD_NAMESPACE: %w", err)
+	}
+	return strings.TrimSpace(string(data)), nil
 }

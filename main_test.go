@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"flag"
@@ -16,12 +17,14 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cachev1alpha1 "github.com/okgoes/okgoes-operator/api/cache/v1alpha1"
+	cachev1beta1 "github.com/okgoes/okgoes-operator/api/cache/v1beta1"
 	"github.com/okgoes/okgoes-operator/internal/testenv"
 )
 
@@ -49,10 +52,14 @@ func TestManagerServesAuthorizedMetricsAndLeads(t *testing.T) {
 	c, err := parseFlags(flag.NewFlagSet("test", flag.ContinueOnError), []string{
 		"--metrics-bind-address=" + addr, "--health-probe-bind-address=0",
 		"--leader-elect", "--leader-election-namespace=default", "--mover-image=example.org/okgoes-operator:test",
+		// The conversion webhook where envtest pointed the CRD, with envtest's certificate.
+		fmt.Sprintf("--webhook-port=%d", env.WebhookInstallOptions.LocalServingPort),
+		"--webhook-cert-dir=" + env.WebhookInstallOptions.LocalServingCertDir,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
+	c.inTest = true
 	mgr, err := newManager(cfg, c)
 	if err != nil {
 		t.Fatal(err)
@@ -159,5 +166,78 @@ func poll(t *testing.T, cond func() error) {
 	if err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 20*time.Second, true,
 		func(context.Context) (bool, error) { last = cond(); return last == nil, nil }); err != nil {
 		t.Fatalf("not within 20s: %v", last)
+	}
+}
+
+// TestSelfSignedWebhookServesConversions runs the manager as `make deploy` does, with
+// --webhook-certs=self-signed (here reached by URL, as a manager outside the cluster is): it
+// makes its own CA and certificate, keeps them in a Secret, points the CRD at itself with that
+// CA, and the API server then converts RedisCaches through it.
+func TestSelfSignedWebhookServesConversions(t *testing.T) {
+	env, cfg, err := testenv.Start(scheme)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Stop() })
+	t.Setenv("POD_NAMESPACE", "default")
+	port := freePort(t)[len("127.0.0.1:"):]
+	c, err := parseFlags(flag.NewFlagSet("test", flag.ContinueOnError), []string{
+		"--metrics-bind-address=0", "--health-probe-bind-address=0", "--mover-image=example.org/okgoes-operator:test",
+		"--webhook-certs=self-signed", "--webhook-port=" + port, "--webhook-cert-dir=" + t.TempDir(),
+		"--webhook-url=https://localhost:" + port + "/convert",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.inTest = true
+	mgr, err := newManager(cfg, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	})
+	k8s, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret := &corev1.Secret{}
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: "default", Name: "okgoes-operator-webhook-server-cert"}, secret); err != nil {
+		t.Fatalf("the certificate Secret: %v", err)
+	}
+	poll(t, func() error {
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		if err := k8s.Get(ctx, client.ObjectKey{Name: "rediscaches.cache.okgoes.com"}, crd); err != nil {
+			return err
+		}
+		cc := crd.Spec.Conversion.Webhook.ClientConfig
+		if cc.URL == nil || !strings.Contains(*cc.URL, ":"+port+"/") || !bytes.Equal(cc.CABundle, secret.Data["ca.crt"]) {
+			return fmt.Errorf("CRD conversion not pointed at the manager with its CA")
+		}
+		return nil
+	})
+	maxClients := int32(77)
+	created := &cachev1beta1.RedisCache{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "converted"},
+		Spec: cachev1beta1.RedisCacheSpec{Redis: cachev1beta1.Redis{MaxClients: &maxClients}}}
+	poll(t, func() error { return k8s.Create(ctx, created) }) // until the API server trusts the webhook
+	alpha := &cachev1alpha1.RedisCache{}
+	if err := k8s.Get(ctx, client.ObjectKeyFromObject(created), alpha); err != nil {
+		t.Fatal(err)
+	}
+	if got := alpha.Annotations[cachev1alpha1.HubOnlyAnnotation]; got != `{"maxClients":77}` {
+		t.Fatalf("v1alpha1 view of a v1beta1 object: annotation %q", got)
+	}
+	beta := &cachev1beta1.RedisCache{}
+	if err := k8s.Get(ctx, client.ObjectKeyFromObject(created), beta); err != nil {
+		t.Fatal(err)
+	}
+	if beta.Spec.Redis.MaxClients == nil || *beta.Spec.Redis.MaxClients != 77 || beta.Spec.Redis.Port != 6379 {
+		t.Fatalf("v1beta1 read back: %+v", beta.Spec.Redis)
 	}
 }

@@ -8,7 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	cachev1alpha1 "github.com/okgoes/okgoes-operator/api/cache/v1alpha1"
+	cachev1beta1 "github.com/okgoes/okgoes-operator/api/cache/v1beta1"
 )
 
 // redisConfKey is the ConfigMap key (and file name in the pod) of the rendered configuration.
@@ -17,26 +17,31 @@ const redisConfKey = "redis.conf"
 // renderRedisConf renders the redis.conf a RedisCache asks for. The output depends only on the
 // spec, is byte-for-byte stable for the same spec, and never contains the password: that reaches
 // redis-server from the Secret as an environment variable.
-func renderRedisConf(spec cachev1alpha1.RedisCacheSpec) string {
+func renderRedisConf(spec cachev1beta1.RedisCacheSpec) string {
 	var b strings.Builder
 	line := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
 	line("# Rendered by okgoes-operator from the RedisCache spec; edits here are overwritten.")
-	line("port %d", spec.Port)
+	line("port %d", spec.Redis.Port)
 	line("bind * -::*")
 	line("protected-mode no")
 	line("dir /data")
 	// A cache: no persistence, so a restarted pod starts empty instead of replaying a stale dump.
 	line(`save ""`)
 	line("appendonly no")
-	if ev := spec.Eviction; ev != nil {
-		if ev.MaxMemory != nil {
-			line("maxmemory %d", ev.MaxMemory.Value())
+	if m := spec.Redis.Memory; m != nil {
+		if m.MaxMemory != nil {
+			line("maxmemory %d", m.MaxMemory.Value())
 		}
-		policy := ev.Policy
+		policy := m.EvictionPolicy
 		if policy == "" {
-			policy = cachev1alpha1.EvictionAllKeysLRU
+			policy = cachev1beta1.EvictionAllKeysLRU
 		}
 		line("maxmemory-policy %s", policy)
+	}
+	// Lines for fields added after v1alpha1 come last and only when set, so the configuration of
+	// an existing cache (and its hash) does not change when the operator is upgraded.
+	if n := spec.Redis.MaxClients; n != nil {
+		line("maxclients %d", *n)
 	}
 	return b.String()
 }
@@ -50,11 +55,11 @@ func configHash(conf string) string {
 
 // validateSpec checks the rules the CRD schema cannot express. Its errors are InvalidSpec: the
 // user must change the spec.
-func validateSpec(spec cachev1alpha1.RedisCacheSpec) error {
-	if ev := spec.Eviction; ev != nil && ev.MaxMemory != nil {
-		if limit, ok := spec.Resources.Limits[corev1.ResourceMemory]; ok && ev.MaxMemory.Cmp(limit) > 0 {
-			return fmt.Errorf("spec.eviction.maxMemory (%s) exceeds spec.resources.limits.memory (%s): Redis would be OOM-killed before it evicts",
-				ev.MaxMemory.String(), limit.String())
+func validateSpec(spec cachev1beta1.RedisCacheSpec) error {
+	if m := spec.Redis.Memory; m != nil && m.MaxMemory != nil {
+		if limit, ok := spec.Resources.Limits[corev1.ResourceMemory]; ok && m.MaxMemory.Cmp(limit) > 0 {
+			return fmt.Errorf("maxMemory (%s; spec.redis.memory in v1beta1, spec.eviction in v1alpha1) exceeds spec.resources.limits.memory (%s): Redis would be OOM-killed before it evicts",
+				m.MaxMemory.String(), limit.String())
 		}
 	}
 	return nil

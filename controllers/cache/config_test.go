@@ -7,40 +7,45 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
-	cachev1alpha1 "github.com/okgoes/okgoes-operator/api/cache/v1alpha1"
+	cachev1beta1 "github.com/okgoes/okgoes-operator/api/cache/v1beta1"
 )
 
 func TestRenderRedisConf(t *testing.T) {
 	mem := resource.MustParse("64Mi")
 	tests := []struct {
 		name    string
-		spec    cachev1alpha1.RedisCacheSpec
+		spec    cachev1beta1.RedisCacheSpec
 		want    []string
 		notWant []string
 	}{
 		{
 			name:    "no eviction leaves Redis unbounded",
-			spec:    cachev1alpha1.RedisCacheSpec{Port: 6379},
+			spec:    cachev1beta1.RedisCacheSpec{Redis: cachev1beta1.Redis{Port: 6379}},
 			want:    []string{"port 6379\n", `save ""`, "appendonly no"},
-			notWant: []string{"maxmemory"},
+			notWant: []string{"maxmemory", "maxclients"},
 		},
 		{
 			name: "maxMemory in bytes with the chosen policy",
-			spec: cachev1alpha1.RedisCacheSpec{Port: 7000, Eviction: &cachev1alpha1.Eviction{
-				Policy: cachev1alpha1.EvictionVolatileTTL, MaxMemory: &mem,
-			}},
+			spec: cachev1beta1.RedisCacheSpec{Redis: cachev1beta1.Redis{Port: 7000, Memory: &cachev1beta1.Memory{
+				EvictionPolicy: cachev1beta1.EvictionVolatileTTL, MaxMemory: &mem,
+			}}},
 			want: []string{"port 7000\n", "maxmemory 67108864\n", "maxmemory-policy volatile-ttl\n"},
 		},
 		{
+			name: "maxClients only when set (v1beta1)",
+			spec: cachev1beta1.RedisCacheSpec{Redis: cachev1beta1.Redis{Port: 6379, MaxClients: new(int32(128))}},
+			want: []string{"maxclients 128\n"},
+		},
+		{
 			name: "empty policy means the API default allkeys-lru",
-			spec: cachev1alpha1.RedisCacheSpec{Port: 6379, Eviction: &cachev1alpha1.Eviction{}},
+			spec: cachev1beta1.RedisCacheSpec{Redis: cachev1beta1.Redis{Port: 6379, Memory: &cachev1beta1.Memory{}}},
 			want: []string{"maxmemory-policy allkeys-lru\n"},
 		},
 		{
 			name: "auth never reaches the configuration",
-			spec: cachev1alpha1.RedisCacheSpec{Port: 6379, Auth: &cachev1alpha1.Auth{
-				SecretRef: cachev1alpha1.SecretKeyReference{Name: "redis-pass", Key: "pw"},
-			}},
+			spec: cachev1beta1.RedisCacheSpec{Redis: cachev1beta1.Redis{Port: 6379, Auth: &cachev1beta1.Auth{
+				SecretRef: cachev1beta1.SecretKeyReference{Name: "redis-pass", Key: "pw"},
+			}}},
 			notWant: []string{"requirepass", "redis-pass"},
 		},
 	}
@@ -62,12 +67,12 @@ func TestRenderRedisConf(t *testing.T) {
 }
 
 func TestConfigHashFollowsConfigOnly(t *testing.T) {
-	base := cachev1alpha1.RedisCacheSpec{Port: 6379, Eviction: &cachev1alpha1.Eviction{Policy: cachev1alpha1.EvictionAllKeysLFU}}
+	base := cachev1beta1.RedisCacheSpec{Redis: cachev1beta1.Redis{Port: 6379, Memory: &cachev1beta1.Memory{EvictionPolicy: cachev1beta1.EvictionAllKeysLFU}}}
 	scaled := *base.DeepCopy()
 	scaled.Replicas = new(int32(5))
-	scaled.Image = "example.org/redis:8"
+	scaled.Redis.Image = "example.org/redis:8"
 	changed := *base.DeepCopy()
-	changed.Eviction.Policy = cachev1alpha1.EvictionNoEviction
+	changed.Redis.Memory.EvictionPolicy = cachev1beta1.EvictionNoEviction
 
 	h := configHash(renderRedisConf(base))
 	if got := configHash(renderRedisConf(scaled)); got != h {
@@ -106,13 +111,13 @@ func TestValidateSpec(t *testing.T) {
 	}
 	tests := []struct {
 		name    string
-		spec    cachev1alpha1.RedisCacheSpec
+		spec    cachev1beta1.RedisCacheSpec
 		wantErr bool
 	}{
-		{"no eviction", cachev1alpha1.RedisCacheSpec{Resources: limits("1Gi")}, false},
-		{"no memory limit", cachev1alpha1.RedisCacheSpec{Eviction: &cachev1alpha1.Eviction{MaxMemory: q("8Gi")}}, false},
-		{"equal to the limit", cachev1alpha1.RedisCacheSpec{Resources: limits("1Gi"), Eviction: &cachev1alpha1.Eviction{MaxMemory: q("1024Mi")}}, false},
-		{"above the limit", cachev1alpha1.RedisCacheSpec{Resources: limits("1Gi"), Eviction: &cachev1alpha1.Eviction{MaxMemory: q("1025Mi")}}, true},
+		{"no eviction", cachev1beta1.RedisCacheSpec{Resources: limits("1Gi")}, false},
+		{"no memory limit", cachev1beta1.RedisCacheSpec{Redis: cachev1beta1.Redis{Memory: &cachev1beta1.Memory{MaxMemory: q("8Gi")}}}, false},
+		{"equal to the limit", cachev1beta1.RedisCacheSpec{Resources: limits("1Gi"), Redis: cachev1beta1.Redis{Memory: &cachev1beta1.Memory{MaxMemory: q("1024Mi")}}}, false},
+		{"above the limit", cachev1beta1.RedisCacheSpec{Resources: limits("1Gi"), Redis: cachev1beta1.Redis{Memory: &cachev1beta1.Memory{MaxMemory: q("1025Mi")}}}, true},
 	}
 	for _, tt := range tests {
 		if err := validateSpec(tt.spec); (err != nil) != tt.wantErr {

@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
-	cachev1alpha1 "github.com/okgoes/okgoes-operator/api/cache/v1alpha1"
+	cachev1beta1 "github.com/okgoes/okgoes-operator/api/cache/v1beta1"
 )
 
 // The mutate functions below set only the fields the operator owns, on whatever the API server
@@ -33,7 +33,7 @@ const (
 )
 
 // selectorLabels select the pods of one RedisCache. They are immutable once the Deployment exists.
-func selectorLabels(rc *cachev1alpha1.RedisCache) map[string]string {
+func selectorLabels(rc *cachev1beta1.RedisCache) map[string]string {
 	return map[string]string{
 		"app.kubernetes.io/name":     "rediscache",
 		"app.kubernetes.io/instance": rc.Name,
@@ -41,14 +41,14 @@ func selectorLabels(rc *cachev1alpha1.RedisCache) map[string]string {
 }
 
 // childLabels are put on every child object and pod.
-func childLabels(rc *cachev1alpha1.RedisCache) map[string]string {
+func childLabels(rc *cachev1beta1.RedisCache) map[string]string {
 	l := selectorLabels(rc)
 	l["app.kubernetes.io/component"] = "cache"
 	l["app.kubernetes.io/managed-by"] = "okgoes-operator"
 	return l
 }
 
-func configMapName(rc *cachev1alpha1.RedisCache) string { return rc.Name + "-config" }
+func configMapName(rc *cachev1beta1.RedisCache) string { return rc.Name + "-config" }
 
 // mergeInto sets the given keys in m (allocating it if needed) and keeps every other key.
 func mergeInto(m map[string]string, kv map[string]string) map[string]string {
@@ -61,19 +61,19 @@ func mergeInto(m map[string]string, kv map[string]string) map[string]string {
 	return m
 }
 
-func desiredReplicas(rc *cachev1alpha1.RedisCache) int32 {
+func desiredReplicas(rc *cachev1beta1.RedisCache) int32 {
 	return ptr.Deref(rc.Spec.Replicas, 1)
 }
 
 // mutateConfigMap makes cm carry the rendered configuration.
-func mutateConfigMap(cm *corev1.ConfigMap, rc *cachev1alpha1.RedisCache, conf string) {
+func mutateConfigMap(cm *corev1.ConfigMap, rc *cachev1beta1.RedisCache, conf string) {
 	cm.Labels = mergeInto(cm.Labels, childLabels(rc))
 	cm.Data = map[string]string{redisConfKey: conf}
 	cm.BinaryData = nil
 }
 
 // mutateService makes svc a ClusterIP Service in front of the Redis pods.
-func mutateService(svc *corev1.Service, rc *cachev1alpha1.RedisCache) {
+func mutateService(svc *corev1.Service, rc *cachev1beta1.RedisCache) {
 	svc.Labels = mergeInto(svc.Labels, childLabels(rc))
 	svc.Spec.Type = corev1.ServiceTypeClusterIP
 	svc.Spec.Selector = selectorLabels(rc)
@@ -85,13 +85,13 @@ func mutateService(svc *corev1.Service, rc *cachev1alpha1.RedisCache) {
 	}
 	port.Name = redisPortName
 	port.Protocol = corev1.ProtocolTCP
-	port.Port = rc.Spec.Port
+	port.Port = rc.Spec.Redis.Port
 	port.TargetPort = intstr.FromString(redisPortName)
 	svc.Spec.Ports = []corev1.ServicePort{port}
 }
 
 // mutatePDB makes pdb limit voluntary disruptions of the Redis pods.
-func mutatePDB(pdb *policyv1.PodDisruptionBudget, rc *cachev1alpha1.RedisCache) {
+func mutatePDB(pdb *policyv1.PodDisruptionBudget, rc *cachev1beta1.RedisCache) {
 	pdb.Labels = mergeInto(pdb.Labels, childLabels(rc))
 	maxUnavailable := intstr.FromInt32(1)
 	if p := rc.Spec.PodDisruptionBudget; p != nil && p.MaxUnavailable != nil {
@@ -104,7 +104,7 @@ func mutatePDB(pdb *policyv1.PodDisruptionBudget, rc *cachev1alpha1.RedisCache) 
 
 // wantsPDB tells whether rc should have a PodDisruptionBudget: only with more than one replica,
 // since a PDB over a single pod would block every node drain.
-func wantsPDB(rc *cachev1alpha1.RedisCache) bool {
+func wantsPDB(rc *cachev1beta1.RedisCache) bool {
 	if p := rc.Spec.PodDisruptionBudget; p != nil && p.Enabled != nil && !*p.Enabled {
 		return false
 	}
@@ -112,7 +112,7 @@ func wantsPDB(rc *cachev1alpha1.RedisCache) bool {
 }
 
 // mutateDeployment makes dep run the Redis pods of rc with the configuration identified by hash.
-func mutateDeployment(dep *appsv1.Deployment, rc *cachev1alpha1.RedisCache, hash string) {
+func mutateDeployment(dep *appsv1.Deployment, rc *cachev1beta1.RedisCache, hash string) {
 	dep.Labels = mergeInto(dep.Labels, childLabels(rc))
 	dep.Spec.Replicas = ptr.To(desiredReplicas(rc))
 	if dep.Spec.Selector == nil { // immutable after creation
@@ -156,13 +156,13 @@ func mutateDeployment(dep *appsv1.Deployment, rc *cachev1alpha1.RedisCache, hash
 	mutateRedisContainer(&pod.Containers[i], rc)
 }
 
-func mutateRedisContainer(c *corev1.Container, rc *cachev1alpha1.RedisCache) {
-	c.Image = rc.Spec.Image
-	c.ImagePullPolicy = pullPolicy(rc.Spec.Image, rc.Spec.ImagePullPolicy)
+func mutateRedisContainer(c *corev1.Container, rc *cachev1beta1.RedisCache) {
+	c.Image = rc.Spec.Redis.Image
+	c.ImagePullPolicy = pullPolicy(rc.Spec.Redis.Image, rc.Spec.Redis.ImagePullPolicy)
 	c.Command = []string{"redis-server"}
 	c.Args = []string{configMountPath + "/" + redisConfKey}
 	c.Env = nil
-	if a := rc.Spec.Auth; a != nil {
+	if a := rc.Spec.Redis.Auth; a != nil {
 		// $(VAR) is expanded by the kubelet, so the password never appears in any object.
 		c.Args = append(c.Args, "--requirepass", "$("+passwordEnv+")")
 		ref := &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
@@ -171,10 +171,10 @@ func mutateRedisContainer(c *corev1.Container, rc *cachev1alpha1.RedisCache) {
 		}}
 		c.Env = []corev1.EnvVar{{Name: passwordEnv, ValueFrom: ref}, {Name: "REDISCLI_AUTH", ValueFrom: ref}}
 	}
-	c.Ports = []corev1.ContainerPort{{Name: redisPortName, ContainerPort: rc.Spec.Port, Protocol: corev1.ProtocolTCP}}
+	c.Ports = []corev1.ContainerPort{{Name: redisPortName, ContainerPort: rc.Spec.Redis.Port, Protocol: corev1.ProtocolTCP}}
 	c.Resources = rc.Spec.Resources
 	c.ReadinessProbe = probe(corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{
-		"sh", "-c", "redis-cli -p " + itoa(rc.Spec.Port) + " ping | grep -q PONG",
+		"sh", "-c", "redis-cli -p " + itoa(rc.Spec.Redis.Port) + " ping | grep -q PONG",
 	}}}, 5)
 	c.LivenessProbe = probe(corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{
 		Port: intstr.FromString(redisPortName),
@@ -191,7 +191,7 @@ func mutateRedisContainer(c *corev1.Container, rc *cachev1alpha1.RedisCache) {
 	}
 }
 
-func secretKey(a *cachev1alpha1.Auth) string {
+func secretKey(a *cachev1beta1.Auth) string {
 	if a.SecretRef.Key == "" {
 		return "password"
 	}

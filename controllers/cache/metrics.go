@@ -5,7 +5,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
-	cachev1alpha1 "github.com/okgoes/okgoes-operator/api/cache/v1alpha1"
+	cachev1beta1 "github.com/okgoes/okgoes-operator/api/cache/v1beta1"
 )
 
 // Per-cache gauges, served next to controller-runtime's controller_runtime_reconcile_* and
@@ -29,11 +29,11 @@ func init() {
 	metrics.Registry.MustRegister(readyReplicasGauge, desiredReplicasGauge, readyGauge)
 }
 
-func observeMetrics(rc *cachev1alpha1.RedisCache) {
+func observeMetrics(rc *cachev1beta1.RedisCache) {
 	readyReplicasGauge.WithLabelValues(rc.Namespace, rc.Name).Set(float64(rc.Status.ReadyReplicas))
 	desiredReplicasGauge.WithLabelValues(rc.Namespace, rc.Name).Set(float64(desiredReplicas(rc)))
 	ready := 0.0
-	if rc.Status.Phase == cachev1alpha1.PhaseReady {
+	if rc.Status.Phase == cachev1beta1.PhaseReady {
 		ready = 1
 	}
 	readyGauge.WithLabelValues(rc.Namespace, rc.Name).Set(ready)

@@ -21,7 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
-	cachev1alpha1 "github.com/okgoes/okgoes-operator/api/cache/v1alpha1"
+	cachev1beta1 "github.com/okgoes/okgoes-operator/api/cache/v1beta1"
 	"github.com/okgoes/okgoes-operator/internal/errclass"
 	"github.com/okgoes/okgoes-operator/internal/phase"
 )
@@ -47,7 +47,7 @@ type RedisCacheReconciler struct {
 
 // scope is what the phases of one reconcile share.
 type scope struct {
-	cache *cachev1alpha1.RedisCache
+	cache *cachev1beta1.RedisCache
 	obs   observation
 }
 
@@ -63,7 +63,7 @@ type scope struct {
 // Reconcile drives the children of one RedisCache to their desired state and records what it
 // observed in the status, written once at the end.
 func (r *RedisCacheReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	rc := &cachev1alpha1.RedisCache{}
+	rc := &cachev1beta1.RedisCache{}
 	if err := r.Get(ctx, req.NamespacedName, rc); err != nil {
 		if apierrors.IsNotFound(err) {
 			forgetMetrics(req.NamespacedName)
@@ -86,7 +86,7 @@ func (r *RedisCacheReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	rc.Status = computeStatus(rc, s.obs)
 
 	requeue := time.Duration(0)
-	if s.obs.err == nil && !meta.IsStatusConditionTrue(rc.Status.Conditions, cachev1alpha1.ConditionReady) {
+	if s.obs.err == nil && !meta.IsStatusConditionTrue(rc.Status.Conditions, cachev1beta1.ConditionReady) {
 		requeue = waitForReplicas
 	}
 	res, err := errclass.Result(s.obs.err, requeue)
@@ -109,7 +109,7 @@ func (r *RedisCacheReconciler) reconcileSpec(_ context.Context, s *scope) error 
 // reconcileAuth checks that the password Secret exists. The operator never reads the password
 // out of it: the pods get it through a secretKeyRef.
 func (r *RedisCacheReconciler) reconcileAuth(ctx context.Context, s *scope) error {
-	a := s.cache.Spec.Auth
+	a := s.cache.Spec.Redis.Auth
 	if a == nil {
 		return nil
 	}
@@ -172,7 +172,7 @@ func (r *RedisCacheReconciler) reconcilePDB(ctx context.Context, s *scope) error
 
 // ensure creates or patches obj so that mutate's fields hold, with rc as its controller. It
 // refuses to adopt an object of the same name that something else created.
-func (r *RedisCacheReconciler) ensure(ctx context.Context, rc *cachev1alpha1.RedisCache, kind string, obj client.Object, mutate func()) error {
+func (r *RedisCacheReconciler) ensure(ctx context.Context, rc *cachev1beta1.RedisCache, kind string, obj client.Object, mutate func()) error {
 	op, err := controllerutil.CreateOrPatch(ctx, r.Client, obj, func() error {
 		if obj.GetUID() != "" && !metav1.IsControlledBy(obj, rc) {
 			return errclass.Stalled(ReasonResourceConflict,
@@ -189,7 +189,7 @@ func (r *RedisCacheReconciler) ensure(ctx context.Context, rc *cachev1alpha1.Red
 
 // patchStatus writes the status computed in this reconcile, once, as a merge patch against the
 // object as it was read; nothing is written when nothing changed.
-func (r *RedisCacheReconciler) patchStatus(ctx context.Context, base, rc *cachev1alpha1.RedisCache) error {
+func (r *RedisCacheReconciler) patchStatus(ctx context.Context, base, rc *cachev1beta1.RedisCache) error {
 	if equality.Semantic.DeepEqual(base.Status, rc.Status) {
 		return nil
 	}
@@ -201,9 +201,9 @@ func (r *RedisCacheReconciler) patchStatus(ctx context.Context, base, rc *cachev
 
 // recordTransition emits an event when the Ready condition changes status or reason, never on
 // every reconcile.
-func (r *RedisCacheReconciler) recordTransition(base, rc *cachev1alpha1.RedisCache) {
-	before := meta.FindStatusCondition(base.Status.Conditions, cachev1alpha1.ConditionReady)
-	after := meta.FindStatusCondition(rc.Status.Conditions, cachev1alpha1.ConditionReady)
+func (r *RedisCacheReconciler) recordTransition(base, rc *cachev1beta1.RedisCache) {
+	before := meta.FindStatusCondition(base.Status.Conditions, cachev1beta1.ConditionReady)
+	after := meta.FindStatusCondition(rc.Status.Conditions, cachev1beta1.ConditionReady)
 	if after == nil || r.Recorder == nil {
 		return
 	}
@@ -211,7 +211,7 @@ func (r *RedisCacheReconciler) recordTransition(base, rc *cachev1alpha1.RedisCac
 		return
 	}
 	eventType := corev1.EventTypeNormal
-	if after.Status != metav1.ConditionTrue && rc.Status.Phase == cachev1alpha1.PhaseDegraded {
+	if after.Status != metav1.ConditionTrue && rc.Status.Phase == cachev1beta1.PhaseDegraded {
 		eventType = corev1.EventTypeWarning
 	}
 	r.Recorder.Eventf(rc, eventType, after.Reason, "%s", after.Message)

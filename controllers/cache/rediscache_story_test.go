@@ -21,7 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
-	cachev1alpha1 "github.com/okgoes/okgoes-operator/api/cache/v1alpha1"
+	cachev1beta1 "github.com/okgoes/okgoes-operator/api/cache/v1beta1"
 )
 
 // newNamespace creates a namespace of its own for one test.
@@ -34,24 +34,24 @@ func newNamespace(t *testing.T) string {
 	return ns.Name
 }
 
-func sampleCache(ns, name string, replicas int32) *cachev1alpha1.RedisCache {
+func sampleCache(ns, name string, replicas int32) *cachev1beta1.RedisCache {
 	mem := resource.MustParse("100Mi")
-	return &cachev1alpha1.RedisCache{
+	return &cachev1beta1.RedisCache{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: cachev1alpha1.RedisCacheSpec{
+		Spec: cachev1beta1.RedisCacheSpec{
 			Replicas: &replicas,
 			Resources: corev1.ResourceRequirements{
 				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("50m"), corev1.ResourceMemory: resource.MustParse("128Mi")},
 				Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("128Mi")},
 			},
-			Eviction: &cachev1alpha1.Eviction{Policy: cachev1alpha1.EvictionAllKeysLFU, MaxMemory: &mem},
+			Redis: cachev1beta1.Redis{Memory: &cachev1beta1.Memory{EvictionPolicy: cachev1beta1.EvictionAllKeysLFU, MaxMemory: &mem}},
 		},
 	}
 }
 
-func getCache(t *testing.T, rc *cachev1alpha1.RedisCache) *cachev1alpha1.RedisCache {
+func getCache(t *testing.T, rc *cachev1beta1.RedisCache) *cachev1beta1.RedisCache {
 	t.Helper()
-	got := &cachev1alpha1.RedisCache{}
+	got := &cachev1beta1.RedisCache{}
 	if err := k8s.Get(testCtx, client.ObjectKeyFromObject(rc), got); err != nil {
 		t.Fatal(err)
 	}
@@ -78,12 +78,12 @@ func playDeploymentController(t *testing.T, key types.NamespacedName, want int32
 	})
 }
 
-func waitForPhase(t *testing.T, rc *cachev1alpha1.RedisCache, phase cachev1alpha1.Phase, reason string) *cachev1alpha1.RedisCache {
+func waitForPhase(t *testing.T, rc *cachev1beta1.RedisCache, phase cachev1beta1.Phase, reason string) *cachev1beta1.RedisCache {
 	t.Helper()
-	var got *cachev1alpha1.RedisCache
+	var got *cachev1beta1.RedisCache
 	eventually(t, 30*time.Second, func() error {
 		got = getCache(t, rc)
-		ready := meta.FindStatusCondition(got.Status.Conditions, cachev1alpha1.ConditionReady)
+		ready := meta.FindStatusCondition(got.Status.Conditions, cachev1beta1.ConditionReady)
 		if got.Status.Phase != phase || ready == nil || ready.Reason != reason || got.Status.ObservedGeneration != got.Generation {
 			return fmt.Errorf("phase=%q ready=%+v observedGeneration=%d generation=%d", got.Status.Phase, ready,
 				got.Status.ObservedGeneration, got.Generation)
@@ -102,7 +102,7 @@ func TestCreateConvergesToReady(t *testing.T) {
 	key := client.ObjectKeyFromObject(rc)
 
 	// The children exist, controlled by the RedisCache, before any pod is ready.
-	created := waitForPhase(t, rc, cachev1alpha1.PhaseProgressing, ReasonReplicasNotReady)
+	created := waitForPhase(t, rc, cachev1beta1.PhaseProgressing, ReasonReplicasNotReady)
 	cm, dep, svc, pdb := &corev1.ConfigMap{}, &appsv1.Deployment{}, &corev1.Service{}, &policyv1.PodDisruptionBudget{}
 	for _, c := range []struct {
 		obj client.Object
@@ -122,7 +122,7 @@ func TestCreateConvergesToReady(t *testing.T) {
 	if got, want := dep.Spec.Template.Annotations[configHashAnnotation], configHash(conf); got != want || created.Status.ConfigHash != want {
 		t.Errorf("config hash: template %q, status %q, want %q", got, created.Status.ConfigHash, want)
 	}
-	if got := dep.Spec.Template.Spec.Containers[0].Image; got != cachev1alpha1.DefaultImage {
+	if got := dep.Spec.Template.Spec.Containers[0].Image; got != cachev1beta1.DefaultImage {
 		t.Errorf("image was not defaulted by the CRD: %q", got)
 	}
 	if svc.Spec.Ports[0].Port != 6379 || svc.Spec.Selector["app.kubernetes.io/instance"] != "sessions" {
@@ -134,7 +134,7 @@ func TestCreateConvergesToReady(t *testing.T) {
 
 	// The Deployment becomes ready: so does the cache.
 	playDeploymentController(t, key, 2)
-	ready := waitForPhase(t, rc, cachev1alpha1.PhaseReady, ReasonAvailable)
+	ready := waitForPhase(t, rc, cachev1beta1.PhaseReady, ReasonAvailable)
 	if ready.Status.ReadyReplicas != 2 {
 		t.Errorf("readyReplicas = %d, want 2", ready.Status.ReadyReplicas)
 	}
@@ -168,12 +168,12 @@ func TestSpecChangesRollPodsOnlyWhenConfigChanges(t *testing.T) {
 	}
 	key := client.ObjectKeyFromObject(rc)
 	playDeploymentController(t, key, 3)
-	before := waitForPhase(t, rc, cachev1alpha1.PhaseReady, ReasonAvailable)
+	before := waitForPhase(t, rc, cachev1beta1.PhaseReady, ReasonAvailable)
 
 	// Scaling is not a configuration change: the hash stays, the PDB goes away at one replica.
-	patchSpec(t, before, func(s *cachev1alpha1.RedisCacheSpec) { s.Replicas = new(int32(1)) })
+	patchSpec(t, before, func(s *cachev1beta1.RedisCacheSpec) { s.Replicas = new(int32(1)) })
 	playDeploymentController(t, key, 1)
-	scaled := waitForPhase(t, rc, cachev1alpha1.PhaseReady, ReasonAvailable)
+	scaled := waitForPhase(t, rc, cachev1beta1.PhaseReady, ReasonAvailable)
 	if scaled.Status.ConfigHash != before.Status.ConfigHash {
 		t.Errorf("scaling changed the config hash %s -> %s", before.Status.ConfigHash, scaled.Status.ConfigHash)
 	}
@@ -185,7 +185,7 @@ func TestSpecChangesRollPodsOnlyWhenConfigChanges(t *testing.T) {
 	})
 
 	// A policy change is: new hash on the pod template, new redis.conf in the ConfigMap.
-	patchSpec(t, scaled, func(s *cachev1alpha1.RedisCacheSpec) { s.Eviction.Policy = cachev1alpha1.EvictionVolatileTTL })
+	patchSpec(t, scaled, func(s *cachev1beta1.RedisCacheSpec) { s.Redis.Memory.EvictionPolicy = cachev1beta1.EvictionVolatileTTL })
 	eventually(t, 30*time.Second, func() error {
 		dep := &appsv1.Deployment{}
 		if err := k8s.Get(testCtx, key, dep); err != nil {
@@ -197,7 +197,7 @@ func TestSpecChangesRollPodsOnlyWhenConfigChanges(t *testing.T) {
 		return nil
 	})
 	playDeploymentController(t, key, 1)
-	changed := waitForPhase(t, rc, cachev1alpha1.PhaseReady, ReasonAvailable)
+	changed := waitForPhase(t, rc, cachev1beta1.PhaseReady, ReasonAvailable)
 	cm := &corev1.ConfigMap{}
 	if err := k8s.Get(testCtx, types.NamespacedName{Namespace: ns, Name: "shop-config"}, cm); err != nil {
 		t.Fatal(err)
@@ -207,7 +207,7 @@ func TestSpecChangesRollPodsOnlyWhenConfigChanges(t *testing.T) {
 	}
 }
 
-func patchSpec(t *testing.T, rc *cachev1alpha1.RedisCache, change func(*cachev1alpha1.RedisCacheSpec)) {
+func patchSpec(t *testing.T, rc *cachev1beta1.RedisCache, change func(*cachev1beta1.RedisCacheSpec)) {
 	t.Helper()
 	base := rc.DeepCopy()
 	change(&rc.Spec)
@@ -224,7 +224,7 @@ func TestChildrenChangedByOthersAreRestored(t *testing.T) {
 	}
 	key := client.ObjectKeyFromObject(rc)
 	playDeploymentController(t, key, 1)
-	waitForPhase(t, rc, cachev1alpha1.PhaseReady, ReasonAvailable)
+	waitForPhase(t, rc, cachev1beta1.PhaseReady, ReasonAvailable)
 
 	// Someone edits redis.conf by hand.
 	cmKey := types.NamespacedName{Namespace: ns, Name: "drift-config"}
@@ -262,7 +262,7 @@ func TestChildrenChangedByOthersAreRestored(t *testing.T) {
 		if err := k8s.Get(testCtx, key, dep); err != nil {
 			return err
 		}
-		if img := dep.Spec.Template.Spec.Containers[0].Image; img != cachev1alpha1.DefaultImage {
+		if img := dep.Spec.Template.Spec.Containers[0].Image; img != cachev1beta1.DefaultImage {
 			return fmt.Errorf("image not restored: %s", img)
 		}
 		if dep.Spec.Template.Annotations["kubectl.kubernetes.io/restartedAt"] == "" {
@@ -295,22 +295,22 @@ func TestAdmissionRejectsInvalidSpecs(t *testing.T) {
 	ns := newNamespace(t)
 	tests := []struct {
 		name    string
-		mutate  func(*cachev1alpha1.RedisCache)
+		mutate  func(*cachev1beta1.RedisCache)
 		message string
 	}{
-		{"unknown eviction policy", func(rc *cachev1alpha1.RedisCache) { rc.Spec.Eviction.Policy = "lru" }, "spec.eviction.policy"},
-		{"negative replicas", func(rc *cachev1alpha1.RedisCache) { rc.Spec.Replicas = new(int32(-1)) }, "spec.replicas"},
-		{"maxMemory below 1Mi", func(rc *cachev1alpha1.RedisCache) {
+		{"unknown eviction policy", func(rc *cachev1beta1.RedisCache) { rc.Spec.Redis.Memory.EvictionPolicy = "lru" }, "spec.redis.memory.evictionPolicy"},
+		{"negative replicas", func(rc *cachev1beta1.RedisCache) { rc.Spec.Replicas = new(int32(-1)) }, "spec.replicas"},
+		{"maxMemory below 1Mi", func(rc *cachev1beta1.RedisCache) {
 			q := resource.MustParse("1k")
-			rc.Spec.Eviction.MaxMemory = &q
+			rc.Spec.Redis.Memory.MaxMemory = &q
 		}, "maxMemory must be at least 1Mi"},
-		{"privileged port", func(rc *cachev1alpha1.RedisCache) { rc.Spec.Port = 80 }, "spec.port"},
-		{"image with spaces", func(rc *cachev1alpha1.RedisCache) { rc.Spec.Image = "redis 7" }, "spec.image"},
-		{"secret name that is not a DNS name", func(rc *cachev1alpha1.RedisCache) {
-			rc.Spec.Auth = &cachev1alpha1.Auth{SecretRef: cachev1alpha1.SecretKeyReference{Name: "Bad_Name"}}
-		}, "spec.auth.secretRef.name"},
-		{"name too long for a Service", func(rc *cachev1alpha1.RedisCache) { rc.Name = strings.Repeat("a", 64) }, "metadata.name"},
-		{"name that is not a DNS label", func(rc *cachev1alpha1.RedisCache) { rc.Name = "a.b" }, "metadata.name"},
+		{"privileged port", func(rc *cachev1beta1.RedisCache) { rc.Spec.Redis.Port = 80 }, "spec.redis.port"},
+		{"image with spaces", func(rc *cachev1beta1.RedisCache) { rc.Spec.Redis.Image = "redis 7" }, "spec.redis.image"},
+		{"secret name that is not a DNS name", func(rc *cachev1beta1.RedisCache) {
+			rc.Spec.Redis.Auth = &cachev1beta1.Auth{SecretRef: cachev1beta1.SecretKeyReference{Name: "Bad_Name"}}
+		}, "spec.redis.auth.secretRef.name"},
+		{"name too long for a Service", func(rc *cachev1beta1.RedisCache) { rc.Name = strings.Repeat("a", 64) }, "metadata.name"},
+		{"name that is not a DNS label", func(rc *cachev1beta1.RedisCache) { rc.Name = "a.b" }, "metadata.name"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -331,29 +331,29 @@ func TestAdmissionRejectsInvalidSpecs(t *testing.T) {
 func TestInvalidSpecBecomesConditionWithoutHotLoop(t *testing.T) {
 	tests := []struct {
 		name    string
-		mutate  func(*cachev1alpha1.RedisCacheSpec)
+		mutate  func(*cachev1beta1.RedisCacheSpec)
 		message string
-		fix     func(*cachev1alpha1.RedisCacheSpec)
+		fix     func(*cachev1beta1.RedisCacheSpec)
 	}{
 		{
 			name: "maxMemory above the memory limit (checked by the controller)",
-			mutate: func(s *cachev1alpha1.RedisCacheSpec) {
+			mutate: func(s *cachev1beta1.RedisCacheSpec) {
 				q := resource.MustParse("1Gi")
-				s.Eviction.MaxMemory = &q
+				s.Redis.Memory.MaxMemory = &q
 			},
-			message: "spec.eviction.maxMemory (1Gi) exceeds spec.resources.limits.memory (128Mi)",
-			fix: func(s *cachev1alpha1.RedisCacheSpec) {
+			message: "maxMemory (1Gi; spec.redis.memory in v1beta1, spec.eviction in v1alpha1) exceeds spec.resources.limits.memory (128Mi)",
+			fix: func(s *cachev1beta1.RedisCacheSpec) {
 				q := resource.MustParse("64Mi")
-				s.Eviction.MaxMemory = &q
+				s.Redis.Memory.MaxMemory = &q
 			},
 		},
 		{
 			name: "CPU request above its limit (rejected by the API server in the Deployment)",
-			mutate: func(s *cachev1alpha1.RedisCacheSpec) {
+			mutate: func(s *cachev1beta1.RedisCacheSpec) {
 				s.Resources.Limits[corev1.ResourceCPU] = resource.MustParse("10m")
 			},
 			message: "must be less than or equal to cpu limit",
-			fix:     func(s *cachev1alpha1.RedisCacheSpec) { delete(s.Resources.Limits, corev1.ResourceCPU) },
+			fix:     func(s *cachev1beta1.RedisCacheSpec) { delete(s.Resources.Limits, corev1.ResourceCPU) },
 		},
 	}
 	for _, tt := range tests {
@@ -364,8 +364,8 @@ func TestInvalidSpecBecomesConditionWithoutHotLoop(t *testing.T) {
 			if err := k8s.Create(testCtx, rc); err != nil {
 				t.Fatalf("admission rejected a spec only the controller can judge: %v", err)
 			}
-			got := waitForPhase(t, rc, cachev1alpha1.PhaseDegraded, ReasonInvalidSpec)
-			ready := meta.FindStatusCondition(got.Status.Conditions, cachev1alpha1.ConditionReady)
+			got := waitForPhase(t, rc, cachev1beta1.PhaseDegraded, ReasonInvalidSpec)
+			ready := meta.FindStatusCondition(got.Status.Conditions, cachev1beta1.ConditionReady)
 			if !strings.Contains(ready.Message, tt.message) {
 				t.Errorf("message does not say what is wrong: %q", ready.Message)
 			}
@@ -382,7 +382,7 @@ func TestInvalidSpecBecomesConditionWithoutHotLoop(t *testing.T) {
 			// Fixing the spec recovers.
 			patchSpec(t, got, tt.fix)
 			playDeploymentController(t, client.ObjectKeyFromObject(rc), 1)
-			waitForPhase(t, rc, cachev1alpha1.PhaseReady, ReasonAvailable)
+			waitForPhase(t, rc, cachev1beta1.PhaseReady, ReasonAvailable)
 		})
 	}
 }
@@ -390,11 +390,11 @@ func TestInvalidSpecBecomesConditionWithoutHotLoop(t *testing.T) {
 func TestMissingAuthSecretIsWaitedFor(t *testing.T) {
 	ns := newNamespace(t)
 	rc := sampleCache(ns, "locked", 1)
-	rc.Spec.Auth = &cachev1alpha1.Auth{SecretRef: cachev1alpha1.SecretKeyReference{Name: "redis-auth"}}
+	rc.Spec.Redis.Auth = &cachev1beta1.Auth{SecretRef: cachev1beta1.SecretKeyReference{Name: "redis-auth"}}
 	if err := k8s.Create(testCtx, rc); err != nil {
 		t.Fatal(err)
 	}
-	waitForPhase(t, rc, cachev1alpha1.PhaseDegraded, ReasonAuthSecretNotFound)
+	waitForPhase(t, rc, cachev1beta1.PhaseDegraded, ReasonAuthSecretNotFound)
 
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "redis-auth"},
 		StringData: map[string]string{"password": "s3cret-do-not-leak"}}
@@ -402,7 +402,7 @@ func TestMissingAuthSecretIsWaitedFor(t *testing.T) {
 		t.Fatal(err)
 	}
 	playDeploymentController(t, client.ObjectKeyFromObject(rc), 1)
-	got := waitForPhase(t, rc, cachev1alpha1.PhaseReady, ReasonAvailable)
+	got := waitForPhase(t, rc, cachev1beta1.PhaseReady, ReasonAvailable)
 
 	dep := &appsv1.Deployment{}
 	if err := k8s.Get(testCtx, client.ObjectKeyFromObject(rc), dep); err != nil {
@@ -429,7 +429,7 @@ func TestMissingAuthSecretIsWaitedFor(t *testing.T) {
 func TestConvergedCacheMakesNoWrites(t *testing.T) {
 	ns := newNamespace(t)
 	rc := sampleCache(ns, "steady", 3)
-	rc.Spec.Auth = &cachev1alpha1.Auth{SecretRef: cachev1alpha1.SecretKeyReference{Name: "steady-auth", Key: "pw"}}
+	rc.Spec.Redis.Auth = &cachev1beta1.Auth{SecretRef: cachev1beta1.SecretKeyReference{Name: "steady-auth", Key: "pw"}}
 	rc.Spec.NodeSelector = map[string]string{"kubernetes.io/os": "linux"}
 	rc.Spec.Tolerations = []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "cache", Effect: corev1.TaintEffectNoSchedule}}
 	rc.Spec.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
@@ -446,14 +446,14 @@ func TestConvergedCacheMakesNoWrites(t *testing.T) {
 	}
 	key := client.ObjectKeyFromObject(rc)
 	playDeploymentController(t, key, 3)
-	waitForPhase(t, rc, cachev1alpha1.PhaseReady, ReasonAvailable)
+	waitForPhase(t, rc, cachev1beta1.PhaseReady, ReasonAvailable)
 	// Let the running manager finish whatever the status write above queued.
 	time.Sleep(time.Second)
 
 	versions := func() map[string]string {
 		out := map[string]string{}
 		for name, obj := range map[string]client.Object{
-			"cache": &cachev1alpha1.RedisCache{}, "deployment": &appsv1.Deployment{}, "service": &corev1.Service{},
+			"cache": &cachev1beta1.RedisCache{}, "deployment": &appsv1.Deployment{}, "service": &corev1.Service{},
 			"pdb": &policyv1.PodDisruptionBudget{},
 		} {
 			if err := k8s.Get(testCtx, key, obj); err != nil {
@@ -532,7 +532,7 @@ func TestRedisPodsPassRestrictedPodSecurity(t *testing.T) {
 		t.Fatal(err)
 	}
 	rc := sampleCache(ns.Name, "psa", 1)
-	rc.Spec.Auth = &cachev1alpha1.Auth{SecretRef: cachev1alpha1.SecretKeyReference{Name: "psa-auth"}}
+	rc.Spec.Redis.Auth = &cachev1beta1.Auth{SecretRef: cachev1beta1.SecretKeyReference{Name: "psa-auth"}}
 	if err := k8s.Create(testCtx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "psa-auth"},
 		StringData: map[string]string{"password": "x"}}); err != nil {
 		t.Fatal(err)

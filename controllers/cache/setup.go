@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	cachev1alpha1 "github.com/okgoes/okgoes-operator/api/cache/v1alpha1"
+	cachev1beta1 "github.com/okgoes/okgoes-operator/api/cache/v1beta1"
 	"github.com/okgoes/okgoes-operator/internal/flowcontrol"
 )
 
@@ -35,7 +35,7 @@ func (r *RedisCacheReconciler) SetupWithManager(mgr ctrl.Manager, opts Options) 
 		predicate.AnnotationChangedPredicate{},
 	)
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&cachev1alpha1.RedisCache{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		For(&cachev1beta1.RedisCache{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Owns(&appsv1.Deployment{}, builder.WithPredicates(predicate.Or(drift, deploymentReadinessChanged()))).
 		Owns(&policyv1.PodDisruptionBudget{}, builder.WithPredicates(drift)).
 		// ConfigMaps and Services have no metadata.generation: compare their content instead.
@@ -88,4 +88,11 @@ func wrap(r reconcile.Reconciler, w func(reconcile.Reconciler) reconcile.Reconci
 		return r
 	}
 	return w(r)
+}
+
+// SetupConversionWebhook serves /convert for cache.okgoes.com: the API server calls it whenever
+// a RedisCache is read or written at a version other than the one it is stored at. The scheme
+// must hold every served version (v1beta1 is the hub; v1alpha1 converts through it).
+func SetupConversionWebhook(mgr ctrl.Manager) error {
+	return ctrl.NewWebhookManagedBy(mgr, &cachev1beta1.RedisCache{}).Complete()
 }

@@ -8,7 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	cachev1alpha1 "github.com/okgoes/okgoes-operator/api/cache/v1alpha1"
+	cachev1beta1 "github.com/okgoes/okgoes-operator/api/cache/v1beta1"
 	"github.com/okgoes/okgoes-operator/internal/errclass"
 )
 
@@ -50,7 +50,7 @@ type observation struct {
 
 // computeStatus is the one place the status of a RedisCache is decided. It returns the status
 // for rc given what the reconcile observed; it is pure so it can be table-tested.
-func computeStatus(rc *cachev1alpha1.RedisCache, obs observation) cachev1alpha1.RedisCacheStatus {
+func computeStatus(rc *cachev1beta1.RedisCache, obs observation) cachev1beta1.RedisCacheStatus {
 	st := *rc.Status.DeepCopy()
 	gen := rc.Generation
 	set := func(t string, s metav1.ConditionStatus, reason, msg string) {
@@ -63,17 +63,17 @@ func computeStatus(rc *cachev1alpha1.RedisCache, obs observation) cachev1alpha1.
 	waiting, isWaiting := errclass.AsWaiting(obs.err)
 	switch {
 	case isStalled:
-		set(cachev1alpha1.ConditionReady, metav1.ConditionFalse, stalled.Reason, stalled.Message)
-		set(cachev1alpha1.ConditionDegraded, metav1.ConditionTrue, stalled.Reason, stalled.Message)
-		set(cachev1alpha1.ConditionProgressing, metav1.ConditionFalse, stalled.Reason, "waiting for the spec to be fixed")
-		st.Phase = cachev1alpha1.PhaseDegraded
+		set(cachev1beta1.ConditionReady, metav1.ConditionFalse, stalled.Reason, stalled.Message)
+		set(cachev1beta1.ConditionDegraded, metav1.ConditionTrue, stalled.Reason, stalled.Message)
+		set(cachev1beta1.ConditionProgressing, metav1.ConditionFalse, stalled.Reason, "waiting for the spec to be fixed")
+		st.Phase = cachev1beta1.PhaseDegraded
 		st.ObservedGeneration = gen // the spec was fully judged: it is invalid
 		return st
 	case isWaiting:
-		set(cachev1alpha1.ConditionReady, metav1.ConditionFalse, waiting.Reason, waiting.Message)
-		set(cachev1alpha1.ConditionDegraded, metav1.ConditionTrue, waiting.Reason, waiting.Message)
-		set(cachev1alpha1.ConditionProgressing, metav1.ConditionFalse, waiting.Reason, waiting.Message)
-		st.Phase = cachev1alpha1.PhaseDegraded
+		set(cachev1beta1.ConditionReady, metav1.ConditionFalse, waiting.Reason, waiting.Message)
+		set(cachev1beta1.ConditionDegraded, metav1.ConditionTrue, waiting.Reason, waiting.Message)
+		set(cachev1beta1.ConditionProgressing, metav1.ConditionFalse, waiting.Reason, waiting.Message)
+		st.Phase = cachev1beta1.PhaseDegraded
 		st.ObservedGeneration = gen
 		return st
 	case obs.err != nil || obs.deployment == nil:
@@ -93,30 +93,30 @@ func computeStatus(rc *cachev1alpha1.RedisCache, obs observation) cachev1alpha1.
 		dep.Status.ReadyReplicas == want && dep.Status.AvailableReplicas == want
 	switch {
 	case rolledOut && want == 0:
-		set(cachev1alpha1.ConditionReady, metav1.ConditionTrue, ReasonScaledDown, "replicas is 0: the cache is scaled down")
+		set(cachev1beta1.ConditionReady, metav1.ConditionTrue, ReasonScaledDown, "replicas is 0: the cache is scaled down")
 	case rolledOut:
-		set(cachev1alpha1.ConditionReady, metav1.ConditionTrue, ReasonAvailable, fmt.Sprintf("%d of %d replicas ready", want, want))
+		set(cachev1beta1.ConditionReady, metav1.ConditionTrue, ReasonAvailable, fmt.Sprintf("%d of %d replicas ready", want, want))
 	default:
-		set(cachev1alpha1.ConditionReady, metav1.ConditionFalse, ReasonReplicasNotReady,
+		set(cachev1beta1.ConditionReady, metav1.ConditionFalse, ReasonReplicasNotReady,
 			fmt.Sprintf("%d of %d replicas ready, %d updated", dep.Status.ReadyReplicas, want, dep.Status.UpdatedReplicas))
 	}
 	if rolledOut {
-		set(cachev1alpha1.ConditionProgressing, metav1.ConditionFalse, ReasonRolloutComplete, "the Deployment runs the current spec")
+		set(cachev1beta1.ConditionProgressing, metav1.ConditionFalse, ReasonRolloutComplete, "the Deployment runs the current spec")
 	} else {
-		set(cachev1alpha1.ConditionProgressing, metav1.ConditionTrue, ReasonRollingOut, "the Deployment is rolling out the current spec")
+		set(cachev1beta1.ConditionProgressing, metav1.ConditionTrue, ReasonRollingOut, "the Deployment is rolling out the current spec")
 	}
 
 	reason, msg := deploymentTrouble(dep)
 	switch {
 	case reason != "":
-		set(cachev1alpha1.ConditionDegraded, metav1.ConditionTrue, reason, msg)
-		st.Phase = cachev1alpha1.PhaseDegraded
+		set(cachev1beta1.ConditionDegraded, metav1.ConditionTrue, reason, msg)
+		st.Phase = cachev1beta1.PhaseDegraded
 	case rolledOut:
-		set(cachev1alpha1.ConditionDegraded, metav1.ConditionFalse, ReasonAsExpected, "")
-		st.Phase = cachev1alpha1.PhaseReady
+		set(cachev1beta1.ConditionDegraded, metav1.ConditionFalse, ReasonAsExpected, "")
+		st.Phase = cachev1beta1.PhaseReady
 	default:
-		set(cachev1alpha1.ConditionDegraded, metav1.ConditionFalse, ReasonAsExpected, "")
-		st.Phase = cachev1alpha1.PhaseProgressing
+		set(cachev1beta1.ConditionDegraded, metav1.ConditionFalse, ReasonAsExpected, "")
+		st.Phase = cachev1beta1.PhaseProgressing
 	}
 	return st
 }

@@ -10,16 +10,16 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	cachev1alpha1 "github.com/okgoes/okgoes-operator/api/cache/v1alpha1"
+	cachev1beta1 "github.com/okgoes/okgoes-operator/api/cache/v1beta1"
 	"github.com/okgoes/okgoes-operator/internal/errclass"
 )
 
 func corev1PullPolicy(s string) corev1.PullPolicy { return corev1.PullPolicy(s) }
 
-func cacheWith(replicas int32, generation int64) *cachev1alpha1.RedisCache {
-	return &cachev1alpha1.RedisCache{
+func cacheWith(replicas int32, generation int64) *cachev1beta1.RedisCache {
+	return &cachev1beta1.RedisCache{
 		ObjectMeta: metav1.ObjectMeta{Name: "c", Generation: generation},
-		Spec:       cachev1alpha1.RedisCacheSpec{Replicas: &replicas},
+		Spec:       cachev1beta1.RedisCacheSpec{Replicas: &replicas},
 	}
 }
 
@@ -34,9 +34,9 @@ func deploymentWith(gen, observed int64, replicas, updated, ready int32, conds .
 func TestComputeStatus(t *testing.T) {
 	tests := []struct {
 		name          string
-		cache         *cachev1alpha1.RedisCache
+		cache         *cachev1beta1.RedisCache
 		obs           observation
-		wantPhase     cachev1alpha1.Phase
+		wantPhase     cachev1beta1.Phase
 		wantReady     metav1.ConditionStatus
 		wantReason    string
 		wantDegraded  string
@@ -46,60 +46,60 @@ func TestComputeStatus(t *testing.T) {
 		{
 			name: "all replicas ready and updated", cache: cacheWith(3, 4),
 			obs:       observation{deployment: deploymentWith(2, 2, 3, 3, 3), configHash: "h"},
-			wantPhase: cachev1alpha1.PhaseReady, wantReady: metav1.ConditionTrue, wantReason: ReasonAvailable,
+			wantPhase: cachev1beta1.PhaseReady, wantReady: metav1.ConditionTrue, wantReason: ReasonAvailable,
 			wantDegraded: ReasonAsExpected, wantObserved: 4, wantReadyRepl: 3,
 		},
 		{
 			name: "deployment controller has not seen the new template", cache: cacheWith(3, 4),
 			obs:       observation{deployment: deploymentWith(3, 2, 3, 3, 3)},
-			wantPhase: cachev1alpha1.PhaseProgressing, wantReady: metav1.ConditionFalse, wantReason: ReasonReplicasNotReady,
+			wantPhase: cachev1beta1.PhaseProgressing, wantReady: metav1.ConditionFalse, wantReason: ReasonReplicasNotReady,
 			wantDegraded: ReasonAsExpected, wantObserved: 4, wantReadyRepl: 3,
 		},
 		{
 			name: "old pods still running during a rollout", cache: cacheWith(2, 1),
 			obs:       observation{deployment: deploymentWith(1, 1, 3, 1, 2)},
-			wantPhase: cachev1alpha1.PhaseProgressing, wantReady: metav1.ConditionFalse, wantReason: ReasonReplicasNotReady,
+			wantPhase: cachev1beta1.PhaseProgressing, wantReady: metav1.ConditionFalse, wantReason: ReasonReplicasNotReady,
 			wantDegraded: ReasonAsExpected, wantObserved: 1, wantReadyRepl: 2,
 		},
 		{
 			name: "scaled to zero", cache: cacheWith(0, 2),
 			obs:       observation{deployment: deploymentWith(1, 1, 0, 0, 0)},
-			wantPhase: cachev1alpha1.PhaseReady, wantReady: metav1.ConditionTrue, wantReason: ReasonScaledDown,
+			wantPhase: cachev1beta1.PhaseReady, wantReady: metav1.ConditionTrue, wantReason: ReasonScaledDown,
 			wantDegraded: ReasonAsExpected, wantObserved: 2,
 		},
 		{
 			name: "pods cannot be created", cache: cacheWith(1, 1),
 			obs: observation{deployment: deploymentWith(1, 1, 0, 0, 0, appsv1.DeploymentCondition{
 				Type: appsv1.DeploymentReplicaFailure, Status: corev1.ConditionTrue, Message: "forbidden: violates PodSecurity"})},
-			wantPhase: cachev1alpha1.PhaseDegraded, wantReady: metav1.ConditionFalse, wantReason: ReasonReplicasNotReady,
+			wantPhase: cachev1beta1.PhaseDegraded, wantReady: metav1.ConditionFalse, wantReason: ReasonReplicasNotReady,
 			wantDegraded: ReasonReplicaFailure, wantObserved: 1,
 		},
 		{
 			name: "rollout past its deadline", cache: cacheWith(1, 1),
 			obs: observation{deployment: deploymentWith(1, 1, 1, 1, 0, appsv1.DeploymentCondition{
 				Type: appsv1.DeploymentProgressing, Status: corev1.ConditionFalse, Reason: "ProgressDeadlineExceeded"})},
-			wantPhase: cachev1alpha1.PhaseDegraded, wantReady: metav1.ConditionFalse, wantReason: ReasonReplicasNotReady,
+			wantPhase: cachev1beta1.PhaseDegraded, wantReady: metav1.ConditionFalse, wantReason: ReasonReplicasNotReady,
 			wantDegraded: ReasonProgressDeadlineExceeded, wantObserved: 1,
 		},
 		{
 			name: "invalid spec is terminal and observed", cache: cacheWith(1, 7),
 			obs:       observation{err: errclass.Stalled(ReasonInvalidSpec, "bad")},
-			wantPhase: cachev1alpha1.PhaseDegraded, wantReady: metav1.ConditionFalse, wantReason: ReasonInvalidSpec,
+			wantPhase: cachev1beta1.PhaseDegraded, wantReady: metav1.ConditionFalse, wantReason: ReasonInvalidSpec,
 			wantDegraded: ReasonInvalidSpec, wantObserved: 7,
 		},
 		{
 			name: "missing secret is waited for", cache: cacheWith(1, 2),
 			obs:       observation{err: errclass.Waiting(ReasonAuthSecretNotFound, "no secret", time.Second)},
-			wantPhase: cachev1alpha1.PhaseDegraded, wantReady: metav1.ConditionFalse, wantReason: ReasonAuthSecretNotFound,
+			wantPhase: cachev1beta1.PhaseDegraded, wantReady: metav1.ConditionFalse, wantReason: ReasonAuthSecretNotFound,
 			wantDegraded: ReasonAuthSecretNotFound, wantObserved: 2,
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			st := computeStatus(tt.cache, tt.obs)
-			ready := meta.FindStatusCondition(st.Conditions, cachev1alpha1.ConditionReady)
-			degraded := meta.FindStatusCondition(st.Conditions, cachev1alpha1.ConditionDegraded)
-			if ready == nil || degraded == nil || meta.FindStatusCondition(st.Conditions, cachev1alpha1.ConditionProgressing) == nil {
+			ready := meta.FindStatusCondition(st.Conditions, cachev1beta1.ConditionReady)
+			degraded := meta.FindStatusCondition(st.Conditions, cachev1beta1.ConditionDegraded)
+			if ready == nil || degraded == nil || meta.FindStatusCondition(st.Conditions, cachev1beta1.ConditionProgressing) == nil {
 				t.Fatalf("missing conditions: %+v", st.Conditions)
 			}
 			if st.Phase != tt.wantPhase || ready.Status != tt.wantReady || ready.Reason != tt.wantReason ||
@@ -118,7 +118,7 @@ func TestComputeStatusKeepsLastObservationOnTransientError(t *testing.T) {
 	rc := cacheWith(1, 5)
 	rc.Status = computeStatus(cacheWith(1, 4), observation{deployment: deploymentWith(1, 1, 1, 1, 1)})
 	got := computeStatus(rc, observation{err: errors.New("etcd timeout")})
-	if got.ObservedGeneration != 4 || got.Phase != cachev1alpha1.PhaseReady {
+	if got.ObservedGeneration != 4 || got.Phase != cachev1beta1.PhaseReady {
 		t.Errorf("a transient error changed the status: observed=%d phase=%s", got.ObservedGeneration, got.Phase)
 	}
 }

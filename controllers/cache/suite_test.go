@@ -18,6 +18,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	cachev1alpha1 "github.com/okgoes/okgoes-operator/api/cache/v1alpha1"
+	cachev1beta1 "github.com/okgoes/okgoes-operator/api/cache/v1beta1"
 	"github.com/okgoes/okgoes-operator/internal/testenv"
 )
 
@@ -47,6 +48,10 @@ func runSuite(m *testing.M) int {
 	}
 	must(clientgoscheme.AddToScheme(scheme))
 	must(cachev1alpha1.AddToScheme(scheme))
+	must(cachev1beta1.AddToScheme(scheme))
+	// Both versions in the scheme: envtest points the CRD's conversion webhook at the manager's
+	// webhook server below, so RedisCaches are stored as v1alpha1 and served as v1beta1 through
+	// the real conversion path, as in a cluster.
 	env, cfg, err := testenv.Start(scheme)
 	must(err)
 	defer func() { _ = env.Stop() }()
@@ -57,8 +62,10 @@ func runSuite(m *testing.M) int {
 		Scheme:                 scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
+		WebhookServer:          testenv.WebhookServer(env),
 	})
 	must(err)
+	must(SetupConversionWebhook(mgr))
 	must((&RedisCacheReconciler{
 		Client:             mgr.GetClient(),
 		APIReader:          mgr.GetAPIReader(),

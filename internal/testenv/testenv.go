@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
 )
 
 // RepoRoot is the directory holding the project's go.mod.
@@ -75,4 +76,11 @@ func start(scheme *runtime.Scheme, crdDirs []string) (*envtest.Environment, *res
 		return nil, nil, fmt.Errorf("start test API server: %w", err)
 	}
 	return env, cfg, nil
+}
+
+// WebhookServer serves webhooks where env pointed the API server: the conversion webhooks of the
+// CRDs whose versions are convertible in the scheme env was started with.
+func WebhookServer(env *envtest.Environment) webhook.Server {
+	o := env.WebhookInstallOptions
+	return webhook.NewServer(webhook.Options{Host: o.LocalServingHost, Port: o.LocalServingPort, CertDir: o.LocalServingCertDir})
 }

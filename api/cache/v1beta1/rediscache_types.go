@@ -1,0 +1,257 @@
+package v1beta1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// v1beta1 differs from v1alpha1 in two ways (docs/upgrades.md):
+//   - everything that configures the Redis server itself (image, pull policy, port, memory and
+//     eviction, auth) is grouped under spec.redis, so the top level of the spec is about the pods;
+//   - spec.redis.maxClients (Redis maxclients) is new.
+// Both versions are served; the conversion webhook converts losslessly between them (v1beta1 is
+// the hub, see conversion.go in v1alpha1).
+
+// EvictionPolicy is a Redis maxmemory-policy: what Redis evicts once maxmemory is reached.
+// +kubebuilder:validation:Enum=noeviction;allkeys-lru;allkeys-lfu;allkeys-random;volatile-lru;volatile-lfu;volatile-random;volatile-ttl
+type EvictionPolicy string
+
+// The eight maxmemory policies Redis understands.
+const (
+	EvictionNoEviction     EvictionPolicy = "noeviction"
+	EvictionAllKeysLRU     EvictionPolicy = "allkeys-lru"
+	EvictionAllKeysLFU     EvictionPolicy = "allkeys-lfu"
+	EvictionAllKeysRandom  EvictionPolicy = "allkeys-random"
+	EvictionVolatileLRU    EvictionPolicy = "volatile-lru"
+	EvictionVolatileLFU    EvictionPolicy = "volatile-lfu"
+	EvictionVolatileRandom EvictionPolicy = "volatile-random"
+	EvictionVolatileTTL    EvictionPolicy = "volatile-ttl"
+)
+
+// DefaultImage is the Redis image used when spec.redis.image is empty.
+const DefaultImage = "docker.io/library/redis:7.4-alpine"
+
+// RedisCacheSpec is the cache the user asks for. It holds intent only; observations live in
+// RedisCacheStatus.
+//
+// redis.memory.maxMemory <= resources.limits.memory is checked by the controller (InvalidSpec), not
+// by CEL: the API server's cost estimator rejects any rule reading the unbounded quantity strings
+// of corev1.ResourceRequirements.
+type RedisCacheSpec struct {
+	// Replicas is the number of Redis pods. Each pod is an independent cache behind one Service;
+	// 0 scales the cache down while keeping its configuration.
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
+	// +optional
+	Replicas *int32 `json:"replicas,omitempty"`
+
+	// Redis configures the Redis server: image, port, memory and eviction, clients and auth.
+	// +kubebuilder:default={}
+	// +optional
+	Redis Redis `json:"redis,omitempty"`
+
+	// Resources of the Redis container. Setting limits.memory is recommended; redis.memory.maxMemory
+	// must fit inside it.
+	// +optional
+	Resources corev1.ResourceRequirements `json:"resources,omitempty"`
+
+	// PodDisruptionBudget limits voluntary disruptions (node drains) when there is more than one
+	// replica. A PodDisruptionBudget is created only while replicas > 1.
+	// +optional
+	PodDisruptionBudget *PodDisruptionBudget `json:"podDisruptionBudget,omitempty"`
+
+	// NodeSelector constrains the Redis pods to nodes with these labels.
+	// +optional
+	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+
+	// Tolerations of the Redis pods.
+	// +optional
+	// +listType=atomic
+	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
+
+	// Affinity of the Redis pods.
+	// +optional
+	Affinity *corev1.Affinity `json:"affinity,omitempty"`
+}
+
+// Redis is the configuration of the Redis server.
+type Redis struct {
+	// Image is the Redis container image. It must run redis-server as a non-root user and
+	// contain sh and redis-cli (used by the readiness probe).
+	// +kubebuilder:default="docker.io/library/redis:7.4-alpine"
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=512
+	// +kubebuilder:validation:Pattern=`^\S+$`
+	// +optional
+	Image string `json:"image,omitempty"`
+
+	// ImagePullPolicy of the Redis container. Empty means the Kubernetes default for the image tag.
+	// +kubebuilder:validation:Enum=Always;IfNotPresent;Never
+	// +optional
+	ImagePullPolicy corev1.PullPolicy `json:"imagePullPolicy,omitempty"`
+
+	// Port Redis listens on, in the pod and on the Service. Ports below 1024 would need a
+	// capability the restricted Pod Security Standard forbids.
+	// +kubebuilder:default=6379
+	// +kubebuilder:validation:Minimum=1024
+	// +kubebuilder:validation:Maximum=65535
+	// +optional
+	Port int32 `json:"port,omitempty"`
+
+	// Memory sets how much memory Redis may use for data and what it evicts beyond that.
+	// +optional
+	Memory *Memory `json:"memory,omitempty"`
+
+	// MaxClients is the Redis maxclients: the most client connections one pod accepts. Empty
+	// means the Redis default (10000). New in v1beta1; kept in an annotation when the object is
+	// read as v1alpha1.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000000
+	// +optional
+	MaxClients *int32 `json:"maxClients,omitempty"`
+
+	// Auth enables password authentication. The password is read by the Redis pods from the
+	// referenced Secret; the operator never copies it anywhere.
+	// +optional
+	Auth *Auth `json:"auth,omitempty"`
+}
+
+// Memory is the Redis memory limit and eviction policy.
+type Memory struct {
+	// MaxMemory is the Redis maxmemory: the most memory used for data before the eviction policy
+	// applies. Must be at least 1Mi and at most resources.limits.memory. Empty means no Redis limit.
+	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).compareTo(quantity('1Mi')) >= 0",message="maxMemory must be at least 1Mi"
+	// +optional
+	MaxMemory *resource.Quantity `json:"maxMemory,omitempty"`
+
+	// EvictionPolicy is the Redis maxmemory-policy.
+	// +kubebuilder:default=allkeys-lru
+	// +optional
+	EvictionPolicy EvictionPolicy `json:"evictionPolicy,omitempty"`
+}
+
+// Auth points at the Redis password.
+type Auth struct {
+	// SecretRef names the Secret (in the RedisCache's namespace) and key holding the password.
+	SecretRef SecretKeyReference `json:"secretRef"`
+}
+
+// SecretKeyReference is a key of a Secret in the same namespace.
+type SecretKeyReference struct {
+	// Name of the Secret.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	Name string `json:"name"`
+
+	// Key in the Secret's data.
+	// +kubebuilder:default=password
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[-._a-zA-Z0-9]+$`
+	// +optional
+	Key string `json:"key,omitempty"`
+}
+
+// PodDisruptionBudget configures the PodDisruptionBudget of a cache with more than one replica.
+type PodDisruptionBudget struct {
+	// Enabled creates the PodDisruptionBudget while replicas > 1.
+	// +kubebuilder:default=true
+	// +optional
+	Enabled *bool `json:"enabled,omitempty"`
+
+	// MaxUnavailable is how many Redis pods a voluntary disruption may take down at once.
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	MaxUnavailable *int32 `json:"maxUnavailable,omitempty"`
+}
+
+// Phase summarises the conditions in one word, for humans and printer columns.
+// +kubebuilder:validation:Enum=Progressing;Ready;Degraded
+type Phase string
+
+// Phases of a RedisCache.
+const (
+	PhaseProgressing Phase = "Progressing"
+	PhaseReady       Phase = "Ready"
+	PhaseDegraded    Phase = "Degraded"
+)
+
+// Condition types of a RedisCache.
+const (
+	// ConditionReady is True (good) when every requested replica is ready with the current spec.
+	ConditionReady = "Ready"
+	// ConditionProgressing is True while a rollout or scale is under way (neither good nor bad).
+	ConditionProgressing = "Progressing"
+	// ConditionDegraded is True (bad) when the cache cannot reach its spec without a change by a human.
+	ConditionDegraded = "Degraded"
+)
+
+// RedisCacheStatus is what the operator observed. It never holds intent. It is the same in
+// v1alpha1 and v1beta1.
+type RedisCacheStatus struct {
+	// ObservedGeneration is the metadata.generation this status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// Phase is a one-word summary of the conditions.
+	// +optional
+	Phase Phase `json:"phase,omitempty"`
+
+	// Conditions are Ready, Progressing and Degraded.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +patchStrategy=merge
+	// +patchMergeKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty" patchStrategy:"merge" patchMergeKey:"type"`
+
+	// Replicas is the number of Redis pods that exist, ready or not.
+	// +optional
+	Replicas int32 `json:"replicas,omitempty"`
+
+	// ReadyReplicas is the number of Redis pods running the current configuration and ready.
+	// +optional
+	ReadyReplicas int32 `json:"readyReplicas"`
+
+	// ConfigHash is the hash of the rendered redis.conf the pods run with.
+	// +optional
+	ConfigHash string `json:"configHash,omitempty"`
+}
+
+// RedisCache is a Redis cache the operator runs as a ConfigMap, a Deployment, a Service and,
+// with more than one replica, a PodDisruptionBudget.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 63 && self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",message="metadata.name must be a DNS label (at most 63 characters, lower case, starting with a letter): it names the Service"
+// +kubebuilder:resource:shortName=rc;redis,categories=okgoes
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Replicas",type=integer,JSONPath=`.spec.replicas`
+// +kubebuilder:printcolumn:name="Available",type=integer,JSONPath=`.status.readyReplicas`
+// +kubebuilder:printcolumn:name="Policy",type=string,JSONPath=`.spec.redis.memory.evictionPolicy`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type RedisCache struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// Spec is the desired cache.
+	Spec RedisCacheSpec `json:"spec,omitempty"`
+	// Status is the observed state of the cache.
+	Status RedisCacheStatus `json:"status,omitempty"`
+}
+
+// RedisCacheList is a list of RedisCache.
+// +kubebuilder:object:root=true
+type RedisCacheList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []RedisCache `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&RedisCache{}, &RedisCacheList{})
+}
