@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# Builds the OCI image archives of the local cluster and the e2e suite into bin/images/, without a
+# container engine or a registry (hack/images/ociimage writes one-layer OCI layouts):
+#
+#   pause.tar     okgoes.local/pause:e2e            the pod sandbox: hack/images/pause, static Go
+#   operator.tar  okgoes.local/okgoes-operator:e2e  /manager, the project's static binary (manager and mover)
+#   redis.tar     okgoes.local/redis:e2e            Debian's redis-server + redis-cli with their libraries, busybox sh
+#   minio.tar     okgoes.local/minio:e2e            bin/minio, the test S3 server (hack/envtest-assets.sh minio)
+#   tools.tar     okgoes.local/tools:e2e            busybox (sh, find, sha256sum ...) for the e2e suite's helper pods
+#
+#   hack/images/build.sh [pause|operator|redis|minio|tools ...]   (default: all)
+#
+# The operator image is rebuilt on every call (the source changes); the others only when missing.
+# Debian's redis-server, redis-tools and busybox-static are installed when absent.
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/../.." && pwd)
+out=$root/bin/images
+tag=${IMAGE_TAG:-e2e}
+mkdir -p "$out"
+
+ociimage() {
+	(cd "$root" && go build -o "$out/.ociimage" ./hack/images/ociimage)
+	"$out/.ociimage" "$@"
+}
+
+need_debs() {
+	local missing=()
+	for p in "$@"; do
+		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+	done
+	if [ ${#missing[@]} -gt 0 ]; then
+		echo "images: installing ${missing[*]}" >&2
+		apt-get update -qq
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+	fi
+}
+
+# closure prints -file flags for the binaries and every shared library they load (ldd), plus the
+# dynamic loader.
+closure() {
+	local f lib
+	for f in "$@"; do
+		echo "-file" "$f"
+		ldd "$f" | awk '/=> \// {print $3} /^\t\/.*ld-linux/ {print $1}' | while read -r lib; do
+			echo "-file" "$lib"
+		done
+	done | sort -u
+}
+
+busybox_links() {
+	local applet
+	for applet in sh ash cat chmod chown cp date du echo env find grep head id ln ls md5sum mkdir mv printf rm \
+		sed seq sha256sum sleep sort stat tail tar test touch tr true false wc xargs dd; do
+		printf -- '-link /bin/%s=busybox\n' "$applet"
+	done
+}
+
+build() {
+	local name=$1 dest=$out/$1.tar
+	case $name in
+	operator) ;;
+	*) if [ -f "$dest" ]; then return 0; fi ;;
+	esac
+	local start=$SECONDS
+	case $name in
+	pause)
+		(cd "$root" && CGO_ENABLED=0 go build -ldflags "-s -w" -o "$out/pause" ./hack/images/pause)
+		ociimage -ref "okgoes.local/pause:$tag" -o "$dest" -user 65535 -file "/pause=$out/pause" -entrypoint /pause
+		;;
+	operator)
+		# The same command as `make build`, so the binary (and the Go build cache) is shared.
+		(cd "$root" && CGO_ENABLED=0 go build -o "$root/bin/manager" .)
+		ociimage -ref "okgoes.local/okgoes-operator:$tag" -o "$dest" -user 65532:65532 \
+			-file "/manager=$root/bin/manager" -dir /tmp=1777 -entrypoint /manager
+		;;
+	redis)
+		need_debs redis-server redis-tools busybox-static
+		# shellcheck disable=SC2046 # one flag per word
+		ociimage -ref "okgoes.local/redis:$tag" -o "$dest" -user 999:999 \
+			$(closure /usr/bin/redis-server /usr/bin/redis-cli) -file /bin/busybox \
+			$(busybox_links) -dir /data=1777 -dir /etc/redis -dir /tmp=1777 -entrypoint redis-server
+		;;
+	minio)
+		"$root/hack/envtest-assets.sh" minio
+		ociimage -ref "okgoes.local/minio:$tag" -o "$dest" -user 1000:1000 -file "/minio=$root/bin/minio" \
+			-dir /data=1777 -dir /tmp=1777 -env PATH=/ -env HOME=/tmp -entrypoint /minio
+		;;
+	tools)
+		need_debs busybox-static
+		# shellcheck disable=SC2046
+		ociimage -ref "okgoes.local/tools:$tag" -o "$dest" -file /bin/busybox $(busybox_links) \
+			-dir /tmp=1777 -entrypoint /bin/sh
+		;;
+	*) echo "images: unknown image $name" >&2; return 2 ;;
+	esac
+	echo "images: built $name ($(du -h "$dest" | cut -f1)) in $((SECONDS - start))s" >&2
+}
+
+if [ $# -eq 0 ]; then
+	set -- pause operator redis minio tools
+fi
+for name in "$@"; do
+	build "$name"
+done
