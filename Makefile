@@ -2,7 +2,10 @@
 # Tools are built into bin/ from pinned versions (hack/tools/*/go.mod); nothing is downloaded
 # except Go modules.
 
-VERSION ?= 0.1.0
+# The release being developed, and the one it upgrades from (docs/upgrades.md).
+VERSION ?= 0.2.0
+PREVIOUS_VERSION ?= 0.1.0
+FIRST_VERSION ?= 0.1.0
 IMAGE_TAG_BASE ?= quay.io/okgoes/okgoes-operator
 IMG ?= $(IMAGE_TAG_BASE):v$(VERSION)
 BUNDLE_IMG ?= $(IMAGE_TAG_BASE)-bundle:v$(VERSION)
@@ -90,7 +93,8 @@ docker-push: ## Push the manager image.
 .PHONY: bundle
 bundle: manifests kustomize ## Generate the OLM bundle (bundle/, bundle.Dockerfile) and validate it.
 	cd hack/bundle && go run . --root ../.. --version $(VERSION) --image $(IMG) --created-at $(BUNDLE_CREATED_AT) \
-		--channels $(CHANNELS) --default-channel $(DEFAULT_CHANNEL)
+		--channels $(CHANNELS) --default-channel $(DEFAULT_CHANNEL) \
+		--replaces okgoes-operator.v$(PREVIOUS_VERSION) --skip-range ">=$(FIRST_VERSION) <$(VERSION)"
 	cd hack/bundle && go test ./... -count=1
 
 .PHONY: bundle-build

@@ -93,9 +93,10 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	fs.IntVar(&c.webhook.port, "webhook-port", 9443, "Port of the conversion webhook (HTTPS).")
 	fs.StringVar(&c.webhook.certDir, "webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs",
 		"Directory holding the webhook's tls.crt and tls.key (OLM mounts them here).")
-	fs.StringVar(&c.webhook.certs, "webhook-certs", "external", "Where the webhook certificate comes from: "+
+	fs.StringVar(&c.webhook.certs, "webhook-certs", envOr("WEBHOOK_CERTS", "external"), "Where the webhook certificate comes from: "+
 		"external (OLM or cert-manager provide the files and the CRD caBundle) or self-signed (the manager "+
-		"keeps a CA and certificate in a Secret and the CA in the CRD caBundle; used by `make deploy`).")
+		"keeps a CA and certificate in a Secret and the CA in the CRD caBundle; used by `make deploy`). "+
+		"Default $WEBHOOK_CERTS, else external.")
 	fs.StringVar(&c.webhook.serviceName, "webhook-service-name", "okgoes-operator-webhook-service",
 		"With --webhook-certs=self-signed: the Service in front of the webhook.")
 	fs.StringVar(&c.webhook.secretName, "webhook-secret-name", "okgoes-operator-webhook-server-cert",
@@ -253,7 +254,7 @@ func newManager(restConfig *rest.Config, c config) (ctrl.Manager, error) {
 // (internal/storageversion), granted by the markers below.
 var webhookCRDs = []string{"rediscaches.cache.okgoes.com"}
 
-// +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,resourceNames=rediscaches.cache.okgoes.com,verbs=get;patch
+// +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,resourceNames=rediscaches.cache.okgoes.com,verbs=get
 // +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions/status,resourceNames=rediscaches.cache.okgoes.com,verbs=get;patch
 
 // provisionWebhookCerts, with --webhook-certs=self-signed, makes sure the webhook certificate
@@ -289,4 +290,11 @@ func podNamespace() (string, error) {
 		return "", fmt.Errorf("namespace of the manager unknown: set POD_NAMESPACE: %w", err)
 	}
 	return strings.TrimSpace(string(data)), nil
+}
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
 }

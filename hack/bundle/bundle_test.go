@@ -7,13 +7,31 @@ import (
 	"testing"
 
 	"github.com/operator-framework/api/pkg/manifests"
+	operatorsv1alpha1 "github.com/operator-framework/api/pkg/operators/v1alpha1"
 	"github.com/operator-framework/api/pkg/validation"
 	interfaces "github.com/operator-framework/api/pkg/validation/interfaces"
+	"sigs.k8s.io/yaml"
 )
 
-// committed reads the options the committed bundle was made with from the Makefile's defaults.
-var committed = options{root: "../..", version: "0.1.0", image: "quay.io/okgoes/okgoes-operator:v0.1.0",
-	createdAt: "2026-12-03T00:00:00Z", channels: "stable", defaultChannel: "stable"}
+// committed is what the committed bundle was made with (the release parameters the Makefile
+// passed), read back from its CSV.
+var committed = func() options {
+	o := options{root: "../..", channels: "stable", defaultChannel: "stable"}
+	data, err := os.ReadFile(filepath.Join(o.root, "bundle", "manifests", packageName+".clusterserviceversion.yaml"))
+	if err != nil {
+		panic(err)
+	}
+	var csv operatorsv1alpha1.ClusterServiceVersion
+	if err := yaml.Unmarshal(data, &csv); err != nil {
+		panic(err)
+	}
+	o.version = csv.Spec.Version.String()
+	o.replaces = csv.Spec.Replaces
+	o.image = csv.Annotations["containerImage"]
+	o.createdAt = csv.Annotations["createdAt"]
+	o.skipRange = csv.Annotations["olm.skipRange"]
+	return o
+}()
 
 // TestCommittedBundleIsUpToDate fails when `make bundle` would change bundle/ or bundle.Dockerfile.
 func TestCommittedBundleIsUpToDate(t *testing.T) {

@@ -9,11 +9,13 @@ import (
 	"strings"
 
 	operatorsv1alpha1 "github.com/operator-framework/api/pkg/operators/v1alpha1"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/yaml"
@@ -149,6 +151,7 @@ func generate(o options) ([]file, error) {
 	}
 	csv.Annotations["alm-examples"] = examples
 	csv.Spec.CustomResourceDefinitions.Owned = ownedCRDs(crds, samples)
+	csv.Spec.WebhookDefinitions = conversionWebhooks(crds, dep.Name)
 	csv.Spec.RelatedImages = []operatorsv1alpha1.RelatedImage{
 		{Name: "okgoes-operator", Image: o.image},
 		{Name: "redis", Image: "docker.io/library/redis:7.4-alpine"},
@@ -183,6 +186,44 @@ func generate(o options) ([]file, error) {
 	sort.Slice(files, func(i, j int) bool { return files[i].path < files[j].path })
 	return files, nil
 }
+
+// conversionWebhooks declares, for OLM, the conversion webhook of every CRD whose kustomize
+// output converts by webhook: OLM then creates the Service, mounts a certificate into the
+// manager (/tmp/k8s-webhook-server/serving-certs) and points the CRD at it with the CA.
+func conversionWebhooks(crds []*apiextensionsv1.CustomResourceDefinition, deployment string) []operatorsv1alpha1.WebhookDescription {
+	var names []string
+	var path string
+	for _, crd := range crds {
+		c := crd.Spec.Conversion
+		if c == nil || c.Strategy != apiextensionsv1.WebhookConverter || c.Webhook == nil || c.Webhook.ClientConfig == nil || c.Webhook.ClientConfig.Service == nil {
+			continue
+		}
+		names = append(names, crd.Name)
+		if p := c.Webhook.ClientConfig.Service.Path; p != nil {
+			path = *p
+		}
+	}
+	if len(names) == 0 {
+		return nil
+	}
+	sort.Strings(names)
+	none := admissionregistrationv1.SideEffectClassNone
+	fail := admissionregistrationv1.Fail
+	return []operatorsv1alpha1.WebhookDescription{{
+		GenerateName:            "crdconvert.cache.okgoes.com",
+		Type:                    operatorsv1alpha1.ConversionWebhook,
+		DeploymentName:          deployment,
+		ContainerPort:           443,
+		TargetPort:              ptr(intstr.FromInt32(9443)),
+		WebhookPath:             &path,
+		AdmissionReviewVersions: []string{"v1"},
+		SideEffects:             &none,
+		FailurePolicy:           &fail,
+		ConversionCRDs:          names,
+	}}
+}
+
+func ptr[T any](v T) *T { return &v }
 
 func kustomize(dir string) ([]*unstructured.Unstructured, error) {
 	resMap, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), dir)

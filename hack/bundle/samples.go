@@ -17,7 +17,8 @@ import (
 
 func parseVersion(v string) (semver.Version, error) { return semver.Parse(v) }
 
-// readSamples reads config/samples/*.yaml; it returns them by kind and as the alm-examples JSON.
+// readSamples reads config/samples/*.yaml; it returns them by kind/version (sampleKey) and as
+// the alm-examples JSON.
 func readSamples(dir string) (map[string]map[string]any, string, error) {
 	paths, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
 	if err != nil {
@@ -35,7 +36,8 @@ func readSamples(dir string) (map[string]map[string]any, string, error) {
 		if err := yaml.Unmarshal(data, &m); err != nil {
 			return nil, "", fmt.Errorf("%s: %w", p, err)
 		}
-		byKind[(&unstructured.Unstructured{Object: m}).GetKind()] = m
+		u := &unstructured.Unstructured{Object: m}
+		byKind[sampleKey(u.GetKind(), u.GroupVersionKind().Version)] = m
 		list = append(list, m)
 	}
 	examples, err := json.MarshalIndent(list, "", "  ")
@@ -44,6 +46,8 @@ func readSamples(dir string) (map[string]map[string]any, string, error) {
 
 // ownedCRDs describes each CRD for the console: display name, description, the objects it
 // creates, and a descriptor for every field its sample sets plus the main status fields.
+func sampleKey(kind, version string) string { return kind + "/" + version }
+
 func ownedCRDs(crds []*apiextensionsv1.CustomResourceDefinition, samples map[string]map[string]any) []operatorsv1alpha1.CRDDescription {
 	var out []operatorsv1alpha1.CRDDescription
 	for _, crd := range crds {
@@ -57,7 +61,7 @@ func ownedCRDs(crds []*apiextensionsv1.CustomResourceDefinition, samples map[str
 				DisplayName: displayNames[kind], Description: firstSentence(v.Schema.OpenAPIV3Schema.Description),
 				Resources: resources[kind],
 			}
-			if spec, ok := samples[kind]["spec"].(map[string]any); ok {
+			if spec, ok := samples[sampleKey(kind, v.Name)]["spec"].(map[string]any); ok {
 				for _, p := range leafPaths("", spec) {
 					d.SpecDescriptors = append(d.SpecDescriptors, operatorsv1alpha1.SpecDescriptor{Path: p, DisplayName: title(p)})
 				}

@@ -49,7 +49,12 @@ func run(manager, assets, crds string, managerArgs []string) error {
 			return err
 		}
 		fmt.Printf("Running the manager against the cluster of KUBECONFIG=%s (Ctrl-C stops it).\n", kubeconfig)
-		return runManager(manager, kubeconfig, managerArgs, signals)
+		certDir, err := os.MkdirTemp("", "okgoes-webhook-certs-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(certDir)
+		return runManager(manager, kubeconfig, certDir, managerArgs, signals)
 	}
 
 	tmp, err := os.MkdirTemp("", "okgoes-devcluster-")
@@ -100,7 +105,7 @@ The manager's metrics: curl http://127.0.0.1:8080/metrics
 Ctrl-C stops the manager and the control plane, and removes %s.
 
 `, kubeconfig, kubectl, kubectl, tmp)
-	return runManager(manager, kubeconfig, managerArgs, signals)
+	return runManager(manager, kubeconfig, filepath.Join(tmp, "webhook-certs"), managerArgs, signals)
 }
 
 func installCRDs(cfg *rest.Config, dir string) error {
@@ -110,15 +115,21 @@ func installCRDs(cfg *rest.Config, dir string) error {
 
 // runManager runs the manager until it exits or a signal arrives, in which case the manager is
 // asked to stop and waited for.
-func runManager(manager, kubeconfig string, args []string, signals <-chan os.Signal) error {
+func runManager(manager, kubeconfig, certDir string, args []string, signals <-chan os.Signal) error {
 	args = append([]string{
 		"--metrics-bind-address=127.0.0.1:8080", "--metrics-secure=false",
 		"--health-probe-bind-address=127.0.0.1:8081",
 		// No kubelet runs here; the Jobs would use the image `make docker-build` produces.
-		"--mover-image=" + envOr("RELATED_IMAGE_MOVER", "quay.io/okgoes/okgoes-operator:v0.1.0"),
+		"--mover-image=" + envOr("RELATED_IMAGE_MOVER", "quay.io/okgoes/okgoes-operator:v0.2.0"),
+		// The API server calls the conversion webhook (RedisCache v1alpha1 <-> v1beta1) on this
+		// machine: the manager makes its own certificate and points the CRD at itself. That
+		// needs an API server that can reach localhost (the local control plane, or a cluster
+		// on this machine); for a remote cluster use `make deploy`.
+		"--webhook-certs=self-signed", "--webhook-port=9443", "--webhook-url=https://localhost:9443/convert",
+		"--webhook-cert-dir=" + certDir,
 	}, args...)
 	cmd := exec.Command(manager, args...)
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig, "POD_NAMESPACE="+envOr("POD_NAMESPACE", "default"))
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 	// Its own process group: Ctrl-C reaches only us, and the manager gets exactly one SIGTERM
 	// (a second signal would make controller-runtime exit at once, skipping its shutdown).
