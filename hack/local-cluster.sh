@@ -1,0 +1,581 @@
+#!/usr/bin/env bash
+# A real single-node Kubernetes v1.37.2 on this machine, built from source, for the e2e suite
+# (`make cluster-up`, `make test-e2e`, `make cluster-down`).
+#
+#   hack/local-cluster.sh build    build the binaries (bin/k8s) and images (bin/images) that are missing
+#   hack/local-cluster.sh up       build, then start etcd, kube-apiserver, kube-controller-manager,
+#                                  kube-scheduler, containerd, kubelet and kube-proxy; wait for a Ready node
+#   hack/local-cluster.sh down     stop everything and remove all that `up` made
+#   hack/local-cluster.sh status   what runs, and the node
+#   hack/local-cluster.sh env      the KUBECONFIG line to eval
+#
+# Parts: kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kube-proxy and kubectl from
+# the wrapper module hack/tools/k8s, etcd from hack/tools/etcd, all through hack/envtest-assets.sh's
+# build rules (same flags, so the Go build cache is shared with the envtest binaries); Debian's
+# containerd 1.6, runc and CNI plugins (installed when absent); images imported from the OCI archives
+# of hack/images/build.sh (pause, operator, redis, minio, tools).
+#
+# Network: nothing listens on the machine's own address. The API server and the kubelet listen on
+# $NODE_IP, the address of a veth interface this script creates; etcd, the other components' ports
+# and the probes are on 127.0.0.1. Pods live on a bridge this script creates ($POD_CIDR); a filter
+# chain drops any forwarded packet between the bridge and another interface, so pods reach each other,
+# Services and the API server, and nothing outside. Pods get an empty resolv.conf (no cluster DNS):
+# the e2e suite addresses Services by their ClusterIP.
+#
+# `down` removes, in order: the processes (by pid file), every container and shim of this containerd,
+# the mounts under the state directories, the pod network namespaces, the bridge and the veth
+# interface, the KUBE-*, CNI-* and OKGOES-* iptables chains, the kubepods cgroups, the sysctls the
+# cluster changed (restored to the values recorded by `up`), and the state directories.
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+K8S_BIN=${K8S_BIN:-$root/bin/k8s}
+IMAGES=${IMAGES:-$root/bin/images}
+STATE=${CLUSTER_STATE:-/var/lib/okgoes-cluster}
+RUN=${CLUSTER_RUN:-/run/okgoes-cluster}
+NODE_NAME=okgoes-node
+NODE_IP=${NODE_IP:-10.250.250.1}
+POD_CIDR=${POD_CIDR:-10.244.77.0/24}
+SERVICE_CIDR=${SERVICE_CIDR:-10.96.77.0/24}
+API_SERVICE_IP=${API_SERVICE_IP:-10.96.77.1}
+NODE_IF=okgoes-api
+BRIDGE_IF=okgoes-br0
+FILTER_CHAIN=OKGOES-ISOLATE
+ETCD_PORT=12379
+SOCK=$RUN/containerd.sock
+PKI=$STATE/pki
+CM_PORT=10257
+SCHED_PORT=10259
+# Sysctls the cluster changes (ip_forward here; the kubelet sets the others); `down` restores them.
+SYSCTLS=(net.ipv4.ip_forward net.bridge.bridge-nf-call-iptables vm.overcommit_memory vm.panic_on_oom
+	kernel.panic kernel.panic_on_oops kernel.keys.root_maxkeys kernel.keys.root_maxbytes)
+export KUBECONFIG=$STATE/admin.kubeconfig
+
+log() { echo "local-cluster: $*" >&2; }
+die() {
+	log "$*"
+	exit 1
+}
+kubectl() { "$K8S_BIN/kubectl" "$@"; }
+
+# ---------------------------------------------------------------------------------------- build
+
+need_debs() {
+	local missing=() p
+	for p in "$@"; do
+		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+	done
+	if [ ${#missing[@]} -gt 0 ]; then
+		log "installing Debian packages: ${missing[*]}"
+		apt-get update -qq
+		# policy-rc.d (where present) keeps apt from starting containerd as a service: we run our own.
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+	fi
+}
+
+# build_k8s builds the cluster binaries into bin/k8s: the same rules and ldflags as the envtest
+# binaries (hack/envtest-assets.sh), so one Go build cache serves both.
+build_k8s() {
+	local missing=() name
+	for name in etcd kube-apiserver kubectl kube-controller-manager kube-scheduler kubelet kube-proxy; do
+		[ -x "$K8S_BIN/$name" ] || missing+=("$name")
+	done
+	[ ${#missing[@]} -eq 0 ] && return 0
+	# envtest-assets.sh builds etcd, kube-apiserver, kubectl, kube-controller-manager and
+	# kube-scheduler; kubelet and kube-proxy get the same version ldflags here.
+	local via=() own=()
+	for name in "${missing[@]}"; do
+		case $name in
+		kubelet | kube-proxy) own+=("$name") ;;
+		*) via+=("$name") ;;
+		esac
+	done
+	[ ${#via[@]} -eq 0 ] || K8S_ASSETS_DIR=$K8S_BIN "$root/hack/envtest-assets.sh" "${via[@]}"
+	for name in "${own[@]}"; do
+		local start=$SECONDS
+		log "building $name into $K8S_BIN (first time only; about a minute warm, several cold)"
+		(cd "$root/hack/tools/k8s" && CGO_ENABLED=0 go build -ldflags "$(version_ldflags v1.37.2)" \
+			-o "$K8S_BIN/$name.tmp" "k8s.io/kubernetes/cmd/$name")
+		mv "$K8S_BIN/$name.tmp" "$K8S_BIN/$name"
+		log "built $name in $((SECONDS - start))s"
+	done
+}
+
+# version_ldflags must stay identical to hack/envtest-assets.sh's.
+version_ldflags() {
+	local v=$1 major minor
+	major=$(echo "${v#v}" | cut -d. -f1)
+	minor=$(echo "${v#v}" | cut -d. -f2)
+	local flags="-s -w"
+	for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+		flags+=" -X $pkg.gitVersion=$v -X $pkg.gitMajor=$major -X $pkg.gitMinor=$minor"
+		flags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
+	done
+	echo "$flags"
+}
+
+cmd_build() {
+	need_debs containerd runc containernetworking-plugins iptables openssl curl
+	build_k8s
+	"$root/hack/images/build.sh"
+}
+
+# ------------------------------------------------------------------------------------------ pki
+
+# cert NAME CN O [SANS]: a key and a certificate signed by the cluster CA.
+cert() {
+	local name=$1 cn=$2 org=$3 sans=${4:-}
+	local subj="/CN=$cn"
+	[ -z "$org" ] || subj="/O=$org$subj"
+	openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$PKI/$name.key" 2>/dev/null
+	openssl req -new -key "$PKI/$name.key" -subj "$subj" -out "$PKI/$name.csr" 2>/dev/null
+	{
+		echo "basicConstraints=CA:FALSE"
+		echo "keyUsage=critical,digitalSignature,keyEncipherment"
+		echo "extendedKeyUsage=serverAuth,clientAuth"
+		[ -z "$sans" ] || echo "subjectAltName=$sans"
+	} >"$PKI/$name.ext"
+	openssl x509 -req -in "$PKI/$name.csr" -CA "$PKI/ca.crt" -CAkey "$PKI/ca.key" -CAcreateserial \
+		-days 30 -extfile "$PKI/$name.ext" -out "$PKI/$name.crt" 2>/dev/null
+	rm -f "$PKI/$name.csr" "$PKI/$name.ext"
+}
+
+# kubeconfig NAME CERT: a kubeconfig for the client certificate CERT.
+kubeconfig() {
+	local name=$1 crt=$2
+	cat >"$STATE/$name.kubeconfig" <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: okgoes-local
+  cluster:
+    server: https://$NODE_IP:6443
+    certificate-authority-data: $(base64 -w0 <"$PKI/ca.crt")
+users:
+- name: $crt
+  user:
+    client-certificate-data: $(base64 -w0 <"$PKI/$crt.crt")
+    client-key-data: $(base64 -w0 <"$PKI/$crt.key")
+contexts:
+- name: okgoes-local
+  context: {cluster: okgoes-local, user: $crt}
+current-context: okgoes-local
+EOF
+}
+
+make_pki() {
+	mkdir -p "$PKI"
+	openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$PKI/ca.key" 2>/dev/null
+	openssl req -x509 -new -key "$PKI/ca.key" -subj "/CN=okgoes-local-ca" -days 30 -out "$PKI/ca.crt" \
+		-addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign,digitalSignature" 2>/dev/null
+	cert apiserver kube-apiserver "" "IP:$NODE_IP,IP:$API_SERVICE_IP,IP:127.0.0.1,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local"
+	cert apiserver-kubelet-client kube-apiserver-kubelet-client system:masters
+	cert admin okgoes-admin system:masters
+	cert controller-manager system:kube-controller-manager ""
+	cert scheduler system:kube-scheduler ""
+	cert kubelet "system:node:$NODE_NAME" system:nodes
+	cert kubelet-serving "$NODE_NAME" "" "IP:$NODE_IP,DNS:$NODE_NAME"
+	cert kube-proxy system:kube-proxy ""
+	openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 -out "$PKI/sa.key" 2>/dev/null
+	openssl pkey -in "$PKI/sa.key" -pubout -out "$PKI/sa.pub" 2>/dev/null
+	chmod 600 "$PKI"/*.key
+	kubeconfig admin admin
+	kubeconfig controller-manager controller-manager
+	kubeconfig scheduler scheduler
+	kubeconfig kubelet kubelet
+	kubeconfig kube-proxy kube-proxy
+}
+
+# -------------------------------------------------------------------------------------- processes
+
+# start NAME CMD...: run CMD in its own session, log to logs/NAME.log, pid in pids/NAME.pid.
+start() {
+	local name=$1
+	shift
+	setsid "$@" >"$STATE/logs/$name.log" 2>&1 </dev/null &
+	echo $! >"$STATE/pids/$name.pid"
+}
+
+running() {
+	local pid
+	pid=$(cat "$STATE/pids/$1.pid" 2>/dev/null) || return 1
+	kill -0 "$pid" 2>/dev/null
+}
+
+# wait_for WHAT SECONDS PROCESS CMD...: poll CMD until it succeeds; fail with PROCESS's log tail when
+# it does not within SECONDS or PROCESS exits.
+wait_for() {
+	local what=$1 limit=$2 proc=$3 deadline=$((SECONDS + $2))
+	shift 3
+	until "$@" >/dev/null 2>&1; do
+		if [ -n "$proc" ] && ! running "$proc"; then
+			tail -n 30 "$STATE/logs/$proc.log" >&2 || true
+			die "$proc exited while waiting for $what (log: $STATE/logs/$proc.log)"
+		fi
+		if [ $SECONDS -ge $deadline ]; then
+			[ -z "$proc" ] || tail -n 30 "$STATE/logs/$proc.log" >&2 || true
+			die "$what not there after ${limit}s"
+		fi
+		sleep 0.5
+	done
+}
+
+node_ready() {
+	[ "$(kubectl get node "$NODE_NAME" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}')" = True ]
+}
+
+# ------------------------------------------------------------------------------------------- up
+
+setup_network() {
+	# A veth pair whose two ends stay here: this kernel has no dummy interfaces, and an address on
+	# a link that is up is all the API server and the kubelet need.
+	ip link add "$NODE_IF" type veth peer name "$NODE_IF-peer"
+	ip addr add "$NODE_IP/32" dev "$NODE_IF"
+	ip link set "$NODE_IF-peer" up
+	ip link set "$NODE_IF" up
+	local s
+	for s in "${SYSCTLS[@]}"; do
+		echo "$s=$(sysctl -n "$s")"
+	done >"$STATE/sysctl.orig"
+	sysctl -qw net.ipv4.ip_forward=1
+	# Bridged pod-to-pod traffic must pass iptables for Service DNAT replies (kube-proxy).
+	sysctl -qw net.bridge.bridge-nf-call-iptables=1
+	# Pods reach each other, Services and the node; nothing is forwarded to or from any other interface.
+	iptables -N "$FILTER_CHAIN"
+	iptables -A "$FILTER_CHAIN" -i "$BRIDGE_IF" -o "$BRIDGE_IF" -j RETURN
+	iptables -A "$FILTER_CHAIN" -i "$BRIDGE_IF" -j DROP
+	iptables -A "$FILTER_CHAIN" -o "$BRIDGE_IF" -j DROP
+	iptables -I FORWARD 1 -j "$FILTER_CHAIN"
+	mkdir -p "$STATE/cni/net.d"
+	cat >"$STATE/cni/net.d/10-okgoes.conflist" <<EOF
+{
+  "cniVersion": "1.0.0",
+  "name": "okgoes",
+  "plugins": [
+    {
+      "type": "bridge",
+      "bridge": "$BRIDGE_IF",
+      "isGateway": true,
+      "ipMasq": false,
+      "hairpinMode": true,
+      "ipam": {
+        "type": "host-local",
+        "dataDir": "$STATE/cni/ipam",
+        "ranges": [[{"subnet": "$POD_CIDR"}]],
+        "routes": [{"dst": "0.0.0.0/0"}]
+      }
+    },
+    {"type": "loopback"}
+  ]
+}
+EOF
+}
+
+start_control_plane() {
+	start etcd "$K8S_BIN/etcd" --name okgoes --data-dir "$STATE/etcd" \
+		--listen-client-urls "http://127.0.0.1:$ETCD_PORT" --advertise-client-urls "http://127.0.0.1:$ETCD_PORT" \
+		--listen-peer-urls http://127.0.0.1:12380 --initial-advertise-peer-urls http://127.0.0.1:12380 \
+		--initial-cluster okgoes=http://127.0.0.1:12380 --listen-metrics-urls "" --unsafe-no-fsync
+	wait_for "etcd" 30 etcd curl -sf "http://127.0.0.1:$ETCD_PORT/health"
+
+	start kube-apiserver "$K8S_BIN/kube-apiserver" --etcd-servers "http://127.0.0.1:$ETCD_PORT" \
+		--bind-address "$NODE_IP" --advertise-address "$NODE_IP" --secure-port 6443 \
+		--service-cluster-ip-range "$SERVICE_CIDR" --allow-privileged \
+		--authorization-mode Node,RBAC --enable-admission-plugins NodeRestriction \
+		--client-ca-file "$PKI/ca.crt" --tls-cert-file "$PKI/apiserver.crt" --tls-private-key-file "$PKI/apiserver.key" \
+		--kubelet-client-certificate "$PKI/apiserver-kubelet-client.crt" --kubelet-client-key "$PKI/apiserver-kubelet-client.key" \
+		--kubelet-preferred-address-types InternalIP,Hostname \
+		--service-account-issuer https://kubernetes.default.svc.cluster.local \
+		--service-account-key-file "$PKI/sa.pub" --service-account-signing-key-file "$PKI/sa.key" \
+		--profiling=false
+	wait_for "kube-apiserver /readyz" 90 kube-apiserver kubectl get --raw /readyz
+
+	start kube-controller-manager "$K8S_BIN/kube-controller-manager" --kubeconfig "$STATE/controller-manager.kubeconfig" \
+		--authentication-kubeconfig "$STATE/controller-manager.kubeconfig" \
+		--authorization-kubeconfig "$STATE/controller-manager.kubeconfig" \
+		--bind-address 127.0.0.1 --secure-port "$CM_PORT" --leader-elect=false \
+		--service-account-private-key-file "$PKI/sa.key" --root-ca-file "$PKI/ca.crt" \
+		--cluster-signing-cert-file "$PKI/ca.crt" --cluster-signing-key-file "$PKI/ca.key" \
+		--use-service-account-credentials --service-cluster-ip-range "$SERVICE_CIDR" --allocate-node-cidrs=false
+	start kube-scheduler "$K8S_BIN/kube-scheduler" --kubeconfig "$STATE/scheduler.kubeconfig" \
+		--authentication-kubeconfig "$STATE/scheduler.kubeconfig" --authorization-kubeconfig "$STATE/scheduler.kubeconfig" \
+		--bind-address 127.0.0.1 --secure-port "$SCHED_PORT" --leader-elect=false
+}
+
+start_containerd() {
+	mkdir -p "$RUN"
+	# restrict_oom_score_adj: this VM's capability bounding set lacks CAP_SYS_RESOURCE, and without
+	# it runc fails every sandbox ("can't get final child's PID from pipe: EOF").
+	cat >"$STATE/containerd.toml" <<EOF
+version = 2
+root = "$STATE/containerd"
+state = "$RUN/containerd"
+[grpc]
+  address = "$SOCK"
+[ttrpc]
+  address = "$SOCK.ttrpc"
+[debug]
+  address = ""
+[metrics]
+  address = ""
+[plugins."io.containerd.internal.v1.opt"]
+  path = "$STATE/opt"
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "okgoes.local/pause:e2e"
+  restrict_oom_score_adj = true
+  enable_selinux = false
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "overlayfs"
+    default_runtime_name = "runc"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        SystemdCgroup = false
+        Root = "$RUN/runc"
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "/usr/lib/cni"
+    conf_dir = "$STATE/cni/net.d"
+EOF
+	start containerd containerd --config "$STATE/containerd.toml"
+	wait_for "containerd" 30 containerd ctr -a "$SOCK" version
+	local img
+	for img in "$IMAGES"/*.tar; do
+		ctr -a "$SOCK" -n k8s.io images import "$img" >>"$STATE/logs/images.log" 2>&1 ||
+			die "import $img failed: $(tail -n 5 "$STATE/logs/images.log")"
+	done
+}
+
+start_node() {
+	: >"$STATE/resolv.conf" # no cluster DNS, and no use of the machine's resolver from pods
+	cat >"$STATE/kubelet.yaml" <<EOF
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+address: $NODE_IP
+port: 10250
+readOnlyPort: 0
+healthzBindAddress: 127.0.0.1
+healthzPort: 10248
+authentication:
+  anonymous: {enabled: false}
+  webhook: {enabled: true}
+  x509: {clientCAFile: $PKI/ca.crt}
+authorization: {mode: Webhook}
+tlsCertFile: $PKI/kubelet-serving.crt
+tlsPrivateKeyFile: $PKI/kubelet-serving.key
+containerRuntimeEndpoint: unix://$SOCK
+# cgroup v1 on this machine: allowed explicitly, with the cgroupfs driver (no systemd).
+failCgroupV1: false
+cgroupDriver: cgroupfs
+failSwapOn: false
+# The images are imported, not pulled: never collect them.
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+evictionHard: {memory.available: 100Mi, nodefs.available: 1%, imagefs.available: 1%, nodefs.inodesFree: 1%}
+resolvConf: $STATE/resolv.conf
+serializeImagePulls: false
+rotateCertificates: false
+EOF
+	start kubelet "$K8S_BIN/kubelet" --config "$STATE/kubelet.yaml" --kubeconfig "$STATE/kubelet.kubeconfig" \
+		--root-dir "$STATE/kubelet" --cert-dir "$STATE/kubelet/pki" --hostname-override "$NODE_NAME" --node-ip "$NODE_IP"
+
+	cat >"$STATE/kube-proxy.yaml" <<EOF
+apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+clientConnection: {kubeconfig: $STATE/kube-proxy.kubeconfig}
+hostnameOverride: $NODE_NAME
+mode: iptables
+clusterCIDR: $POD_CIDR
+healthzBindAddress: 127.0.0.1:10256
+metricsBindAddress: 127.0.0.1:10249
+nodePortAddresses: ["$NODE_IP/32"]
+iptables: {localhostNodePorts: false}
+conntrack: {maxPerCore: 0}
+EOF
+	start kube-proxy "$K8S_BIN/kube-proxy" --config "$STATE/kube-proxy.yaml"
+	wait_for "node $NODE_NAME Ready" 120 kubelet node_ready
+	wait_for "kube-proxy healthz" 60 kube-proxy curl -sf http://127.0.0.1:10256/healthz
+	# Pods need their namespace's default ServiceAccount (made by kube-controller-manager).
+	wait_for "the default ServiceAccount" 60 kube-controller-manager kubectl -n default get serviceaccount default
+}
+
+up_failed() {
+	local logs=/tmp/okgoes-cluster-logs
+	log "bring-up failed; tearing down (component logs kept in $logs)"
+	rm -rf "$logs"
+	cp -r "$STATE/logs" "$logs" 2>/dev/null || true
+	cmd_down
+}
+
+cmd_up() {
+	[ "$(id -u)" = 0 ] || die "up needs root (network, mounts, containerd)"
+	if [ -e "$STATE" ]; then
+		die "$STATE exists: a cluster is up, or a previous one was not torn down (run: $0 down)"
+	fi
+	cmd_build
+	local start_time=$SECONDS
+	mkdir -p "$STATE/logs" "$STATE/pids" "$RUN"
+	ls /var/run/netns 2>/dev/null >"$STATE/netns.before" || true
+	[ -e /var/lib/cni ] || touch "$STATE/remove-var-lib-cni"
+	# A failed bring-up leaves nothing behind but its logs.
+	trap up_failed EXIT
+	setup_network
+	make_pki
+	start_control_plane
+	start_containerd
+	start_node
+	trap - EXIT
+	log "up in $((SECONDS - start_time))s: node $NODE_NAME Ready; export KUBECONFIG=$KUBECONFIG"
+}
+
+# ----------------------------------------------------------------------------------------- down
+
+stop_process() {
+	local name=$1 pid i
+	pid=$(cat "$STATE/pids/$name.pid" 2>/dev/null) || return 0
+	if kill -0 "$pid" 2>/dev/null; then
+		kill -TERM "$pid" 2>/dev/null || true
+		for i in $(seq 1 40); do
+			kill -0 "$pid" 2>/dev/null || break
+			sleep 0.25
+		done
+		kill -KILL "$pid" 2>/dev/null || true
+	fi
+	rm -f "$STATE/pids/$name.pid"
+}
+
+# remove_containers kills every task of our containerd and deletes the containers; the shims of our
+# containerd (found by its socket in their command line) are killed by pid.
+remove_containers() {
+	if [ -S "$SOCK" ] && running containerd; then
+		local id
+		for id in $(ctr -a "$SOCK" -n k8s.io tasks ls -q 2>/dev/null); do
+			ctr -a "$SOCK" -n k8s.io tasks kill -s SIGKILL "$id" >/dev/null 2>&1 || true
+		done
+		sleep 1
+		for id in $(ctr -a "$SOCK" -n k8s.io tasks ls -q 2>/dev/null); do
+			ctr -a "$SOCK" -n k8s.io tasks delete -f "$id" >/dev/null 2>&1 || true
+		done
+		for id in $(ctr -a "$SOCK" -n k8s.io containers ls -q 2>/dev/null); do
+			ctr -a "$SOCK" -n k8s.io containers delete "$id" >/dev/null 2>&1 || true
+		done
+	fi
+	stop_process containerd
+	local p
+	for p in /proc/[0-9]*; do
+		if { tr '\0' ' ' <"$p/cmdline"; } 2>/dev/null | grep -q -- "-address $SOCK "; then
+			kill -KILL "${p#/proc/}" 2>/dev/null || true
+		fi
+	done
+	# Container processes that outlived their shim (none expected) are in the kubepods cgroups.
+	local f
+	for f in $(find /sys/fs/cgroup/*/kubepods -name cgroup.procs 2>/dev/null); do
+		xargs -r kill -KILL <"$f" 2>/dev/null || true
+	done
+}
+
+unmount_under() {
+	local dir m
+	for dir in "$@"; do
+		# Deepest first; lazily, as a last resort for a busy mount.
+		for m in $(awk -v d="$dir" '$2 == d || index($2, d "/") == 1 {print $2}' /proc/self/mounts | sort -r); do
+			umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || log "could not unmount $m"
+		done
+	done
+}
+
+remove_netns() {
+	local ns
+	for ns in $(ls /var/run/netns 2>/dev/null); do
+		case $ns in cni-*) ;; *) continue ;; esac
+		if [ -f "$STATE/netns.before" ] && grep -qx "$ns" "$STATE/netns.before"; then
+			continue
+		fi
+		umount "/var/run/netns/$ns" 2>/dev/null || true
+		rm -f "/var/run/netns/$ns"
+	done
+}
+
+# remove_chains deletes the chains named like ours (KUBE-*, CNI-*, OKGOES-*) from every table,
+# first the jumps to them from the built-in chains.
+remove_chains() {
+	local cmd table chain rule
+	for cmd in iptables ip6tables; do
+		command -v "$cmd" >/dev/null || continue
+		for table in filter nat mangle raw; do
+			"$cmd" -t "$table" -S 2>/dev/null | grep -E '^-A [A-Z]+ .*-j (KUBE-|CNI-|OKGOES-)' |
+				grep -E '^-A (INPUT|OUTPUT|FORWARD|PREROUTING|POSTROUTING) ' | while read -r rule; do
+				# shellcheck disable=SC2086 # the saved rule is a word list
+				"$cmd" -t "$table" ${rule/-A/-D} 2>/dev/null || true
+			done
+			for chain in $("$cmd" -t "$table" -S 2>/dev/null | awk '$1 == "-N" && $2 ~ /^(KUBE-|CNI-|OKGOES-)/ {print $2}'); do
+				"$cmd" -t "$table" -F "$chain" 2>/dev/null || true
+			done
+			for chain in $("$cmd" -t "$table" -S 2>/dev/null | awk '$1 == "-N" && $2 ~ /^(KUBE-|CNI-|OKGOES-)/ {print $2}'); do
+				"$cmd" -t "$table" -X "$chain" 2>/dev/null || true
+			done
+		done
+	done
+}
+
+remove_cgroups() {
+	local d
+	for d in /sys/fs/cgroup/*/kubepods; do
+		[ -d "$d" ] || continue
+		find "$d" -depth -type d -exec rmdir {} \; 2>/dev/null || log "could not remove all of $d"
+	done
+}
+
+restore_sysctls() {
+	[ -f "$STATE/sysctl.orig" ] || return 0
+	local line
+	while read -r line; do
+		sysctl -qw "$line" 2>/dev/null || log "could not restore $line"
+	done <"$STATE/sysctl.orig"
+}
+
+cmd_down() {
+	trap - EXIT
+	set +e
+	local start_time=$SECONDS name
+	if [ ! -e "$STATE" ] && [ ! -e "$RUN" ]; then
+		log "nothing to tear down"
+		return 0
+	fi
+	for name in kube-proxy kubelet kube-scheduler kube-controller-manager; do
+		stop_process "$name"
+	done
+	remove_containers
+	stop_process kube-apiserver
+	stop_process etcd
+	unmount_under "$STATE" "$RUN"
+	remove_netns
+	ip link del "$BRIDGE_IF" 2>/dev/null
+	ip link del "$NODE_IF" 2>/dev/null
+	remove_chains
+	remove_cgroups
+	restore_sysctls
+	[ -f "$STATE/remove-var-lib-cni" ] && rm -rf /var/lib/cni
+	rm -rf "$STATE" "$RUN"
+	set -e
+	log "down in $((SECONDS - start_time))s"
+}
+
+cmd_status() {
+	local name
+	for name in etcd kube-apiserver kube-controller-manager kube-scheduler containerd kubelet kube-proxy; do
+		if running "$name"; then echo "$name: running (pid $(cat "$STATE/pids/$name.pid"))"; else echo "$name: not running"; fi
+	done
+	[ -f "$KUBECONFIG" ] && kubectl get nodes -o wide
+}
+
+case ${1:-} in
+build) cmd_build ;;
+up) cmd_up ;;
+down) cmd_down ;;
+status) cmd_status ;;
+env) echo "export KUBECONFIG=$KUBECONFIG" ;;
+*)
+	sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//' >&2
+	exit 2
+	;;
+esac
