@@ -97,6 +97,12 @@ bundle: manifests kustomize ## Generate the OLM bundle (bundle/, bundle.Dockerfi
 		--replaces okgoes-operator.v$(PREVIOUS_VERSION) --skip-range ">=$(FIRST_VERSION) <$(VERSION)"
 	cd hack/bundle && go test ./... -count=1
 
+.PHONY: release
+release: bundle ## Keep the bundle of VERSION in releases/VERSION (the input of make catalog); never edited afterwards.
+	@if [ -d releases/$(VERSION) ] && ! diff -r bundle releases/$(VERSION) >/dev/null; then \
+		echo "releases/$(VERSION) exists and differs from bundle/: a released bundle is never changed"; exit 1; fi
+	mkdir -p releases/$(VERSION) && cp -r bundle/manifests bundle/metadata bundle/tests releases/$(VERSION)/
+
 .PHONY: bundle-build
 bundle-build: ## Build the bundle image.
 	$(CONTAINER_TOOL) build -f bundle.Dockerfile -t $(BUNDLE_IMG) .
