@@ -3,8 +3,8 @@
 # except Go modules.
 
 # The release being developed, and the one it upgrades from (docs/upgrades.md).
-VERSION ?= 0.2.0
-PREVIOUS_VERSION ?= 0.1.0
+VERSION ?= 0.3.0
+PREVIOUS_VERSION ?= 0.2.0
 FIRST_VERSION ?= 0.1.0
 IMAGE_TAG_BASE ?= quay.io/okgoes/okgoes-operator
 IMG ?= $(IMAGE_TAG_BASE):v$(VERSION)

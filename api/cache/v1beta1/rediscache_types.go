@@ -226,6 +226,7 @@ type RedisCacheStatus struct {
 // with more than one replica, a PodDisruptionBudget.
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
+// +kubebuilder:storageversion
 // +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 63 && self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",message="metadata.name must be a DNS label (at most 63 characters, lower case, starting with a letter): it names the Service"
 // +kubebuilder:resource:shortName=rc;redis,categories=okgoes
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
