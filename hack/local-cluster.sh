@@ -504,8 +504,8 @@ remove_chains() {
 		for table in filter nat mangle raw; do
 			"$cmd" -t "$table" -S 2>/dev/null | grep -E '^-A [A-Z]+ .*-j (KUBE-|CNI-|OKGOES-)' |
 				grep -E '^-A (INPUT|OUTPUT|FORWARD|PREROUTING|POSTROUTING) ' | while read -r rule; do
-				# shellcheck disable=SC2086 # the saved rule is a word list
-				"$cmd" -t "$table" ${rule/-A/-D} 2>/dev/null || true
+				# The saved rule is shell-quoted (comments with spaces): eval reads it back.
+				eval "$cmd -t $table ${rule/-A/-D}" 2>/dev/null || true
 			done
 			for chain in $("$cmd" -t "$table" -S 2>/dev/null | awk '$1 == "-N" && $2 ~ /^(KUBE-|CNI-|OKGOES-)/ {print $2}'); do
 				"$cmd" -t "$table" -F "$chain" 2>/dev/null || true
