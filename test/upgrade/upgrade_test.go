@@ -1,0 +1,520 @@
+// Package upgrade is the upgrade story of docs/upgrades.md, played on a real API server with the
+// real managers of each release: 0.1.0 (built from its git tag) and the current one (0.2.0 and
+// 0.3.0 run the same manager; they differ in the CRD's storage version). CRDs are applied before
+// the manager that needs them, as OLM does.
+package upgrade
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/yaml"
+
+	cachev1alpha1 "github.com/okgoes/okgoes-operator/api/cache/v1alpha1"
+	cachev1beta1 "github.com/okgoes/okgoes-operator/api/cache/v1beta1"
+	"github.com/okgoes/okgoes-operator/internal/testenv"
+)
+
+const crdName = "rediscaches.cache.okgoes.com"
+
+// firstReleaseRef is the commit of release 0.1.0 (tag v0.1.0); the test builds its manager.
+const firstReleaseRef = "682e361"
+
+type story struct {
+	t       *testing.T
+	ctx     context.Context
+	root    string
+	k8s     client.Client
+	env     *envtest.Environment
+	kubecfg string
+	ns      string
+}
+
+func TestUpgradeStory(t *testing.T) {
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, apiextensionsv1.AddToScheme,
+		cachev1alpha1.AddToScheme, cachev1beta1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			t.Fatal(err)
+		}
+	}
+	env, cfg, err := testenv.StartEmpty(runtime.NewScheme())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Stop() })
+	k8s, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	user, err := env.AddUser(envtest.User{Name: "okgoes-operator", Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kc, err := user.KubeConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubecfg := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(kubecfg, kc, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := &story{t: t, ctx: context.Background(), root: root, k8s: k8s, env: env, kubecfg: kubecfg, ns: "default"}
+
+	step := func(name string) func() {
+		start := time.Now()
+		t.Logf("step: %s", name)
+		return func() { t.Logf("step done in %s: %s", time.Since(start).Round(time.Millisecond), name) }
+	}
+
+	done := step("build the 0.1.0 manager (git " + firstReleaseRef + ") and the current manager")
+	oldBin := s.buildRelease(firstReleaseRef)
+	newBin := s.buildCurrent()
+	done()
+
+	done = step("0.1.0: install its CRDs and manager; create caches at v1alpha1; they become Ready")
+	s.applyCRDs("releases/0.1.0/manifests")
+	old := s.startManager("0.1.0", oldBin)
+	s.createAlpha("a", cachev1alpha1.EvictionAllKeysLFU)
+	s.createAlpha("b", cachev1alpha1.EvictionVolatileTTL)
+	a1 := s.waitReady("a", 1)
+	s.waitReady("b", 1)
+	podTemplateA := s.podTemplate("a")
+	done()
+
+	done = step("0.2.0 CRDs applied first (v1beta1 served, storage v1alpha1, webhook not up yet): the 0.1.0 manager keeps working")
+	s.applyCRDs("releases/0.2.0/manifests")
+	s.patchAlphaPolicy("b", cachev1alpha1.EvictionNoEviction)
+	s.waitReady("b", 2)
+	s.createAlpha("d", cachev1alpha1.EvictionAllKeysRandom)
+	s.waitReady("d", 1)
+	done()
+
+	done = step("0.2.0 manager takes over (leader election): objects converge with nothing lost and no rollout")
+	port := s.freePort()
+	current := s.startManager("0.2.0", newBin, s.webhookArgs(port)...)
+	old.stop()
+	s.waitWebhook()
+	aBeta := s.getBeta("a")
+	if aBeta.Spec.Redis.Memory == nil || aBeta.Spec.Redis.Memory.EvictionPolicy != cachev1beta1.EvictionAllKeysLFU || aBeta.Spec.Redis.Memory.MaxMemory.String() != "100Mi" {
+		t.Fatalf("a read at v1beta1 lost its eviction settings: %+v", aBeta.Spec.Redis)
+	}
+	if aBeta.Status.ObservedGeneration != a1.Status.ObservedGeneration || aBeta.Status.ConfigHash != a1.Status.ConfigHash {
+		t.Fatalf("a recomputed on upgrade: observedGeneration %d -> %d, configHash %s -> %s",
+			a1.Status.ObservedGeneration, aBeta.Status.ObservedGeneration, a1.Status.ConfigHash, aBeta.Status.ConfigHash)
+	}
+	// The new manager reconciles a (a touch of its label reaches it) and must not roll its pods.
+	s.touch("a")
+	s.consistently(3*time.Second, func() error {
+		if got := s.podTemplate("a"); got != podTemplateA {
+			return fmt.Errorf("the 0.2.0 manager changed the pod template of a (a rollout on upgrade)")
+		}
+		return nil
+	})
+	s.createBeta("c", 77)
+	s.waitReady("c", 1)
+	if got := s.getAlpha("c").Annotations[cachev1alpha1.HubOnlyAnnotation]; got != `{"maxClients":77}` {
+		t.Fatalf("c read at v1alpha1: annotation %q", got)
+	}
+	if conf := s.redisConf("c"); !strings.Contains(conf, "maxclients 77\n") {
+		t.Fatalf("c's redis.conf lacks maxclients:\n%s", conf)
+	}
+	s.patchAlphaPolicy("d", cachev1alpha1.EvictionVolatileLRU) // an old client still writes v1alpha1
+	if got := s.waitReady("d", 2); got.Spec.Redis.Memory.EvictionPolicy != cachev1beta1.EvictionVolatileLRU {
+		t.Fatalf("d after a v1alpha1 write: %+v", got.Spec.Redis.Memory)
+	}
+	done()
+
+	done = step("roll the manager back to 0.1.0 (0.2.0 CRDs stay): it still reconciles and keeps v1beta1-only fields")
+	current.stop()
+	old = s.startManager("0.1.0-rollback", oldBin)
+	s.patchAlphaPolicy("a", cachev1alpha1.EvictionAllKeysLRU)
+	s.waitReady("a", 2)
+	s.patchAlphaPolicy("c", cachev1alpha1.EvictionVolatileRandom)
+	s.waitReady("c", 2)
+	if got := s.getAlpha("c").Annotations[cachev1alpha1.HubOnlyAnnotation]; got != `{"maxClients":77}` {
+		t.Fatalf("c after the 0.1.0 manager wrote it: annotation %q (maxClients lost)", got)
+	}
+	done()
+
+	done = step("0.3.0 CRDs (storage v1beta1) first, then the 0.3.0 manager: stored objects migrated, storedVersions trimmed")
+	s.applyCRDs("releases/0.3.0/manifests")
+	port = s.freePort()
+	current = s.startManager("0.3.0", newBin, s.webhookArgs(port)...)
+	old.stop()
+	s.waitWebhook()
+	s.eventually(60*time.Second, func() error {
+		crd := s.crd()
+		if !slices.Equal(crd.Status.StoredVersions, []string{"v1beta1"}) {
+			return fmt.Errorf("storedVersions %v", crd.Status.StoredVersions)
+		}
+		return nil
+	})
+	for _, name := range []string{"a", "b", "c", "d"} {
+		s.waitReady(name, s.getBeta(name).Generation)
+	}
+
+	if c := s.getBeta("c"); c.Spec.Redis.MaxClients == nil || *c.Spec.Redis.MaxClients != 77 {
+		t.Fatalf("c lost maxClients through the migration: %+v", c.Spec.Redis)
+	}
+	done()
+
+	done = step("proof: a future release may now drop v1alpha1 entirely, and every object still reads")
+	crd := s.crd()
+	crd.Spec.Versions = slices.DeleteFunc(crd.Spec.Versions, func(v apiextensionsv1.CustomResourceDefinitionVersion) bool { return v.Name == "v1alpha1" })
+	crd.Spec.Conversion = &apiextensionsv1.CustomResourceConversion{Strategy: apiextensionsv1.NoneConverter}
+	if err := s.k8s.Update(s.ctx, crd); err != nil {
+		t.Fatalf("dropping v1alpha1 after the migration: %v", err)
+	}
+	// Each object by name: a list can be answered from the watch cache, a get by name at the
+	// latest revision decodes what etcd holds (an object still stored as v1alpha1 is "corrupt").
+	want := map[string]cachev1beta1.EvictionPolicy{"a": "allkeys-lru", "b": "noeviction", "c": "volatile-random", "d": "volatile-lru"}
+	for name, policy := range want {
+		s.eventually(30*time.Second, func() error {
+			rc := &cachev1beta1.RedisCache{}
+			if err := s.k8s.Get(s.ctx, types.NamespacedName{Namespace: s.ns, Name: name}, rc); err != nil {
+				return err
+			}
+			if rc.Spec.Redis.Memory == nil || rc.Spec.Redis.Memory.EvictionPolicy != policy {
+				return fmt.Errorf("%s: memory %+v, want policy %s", name, rc.Spec.Redis.Memory, policy)
+			}
+			return nil
+		})
+	}
+	current.stop()
+	done()
+}
+
+// --- managers ---
+
+type manager struct {
+	t    *testing.T
+	name string
+	cmd  *exec.Cmd
+	log  string
+	done chan struct{}
+}
+
+func (s *story) buildRelease(ref string) string {
+	src := filepath.Join(s.t.TempDir(), "src")
+	if err := os.MkdirAll(src, 0o755); err != nil {
+		s.t.Fatal(err)
+	}
+	if err := exec.Command("git", "-C", s.root, "cat-file", "-e", ref+"^{commit}").Run(); err != nil {
+		// A shallow clone lacks the release: fetch it (the clone's origin has the history).
+		if out, err := exec.Command("git", "-C", s.root, "fetch", "--quiet", "--unshallow", "--tags").CombinedOutput(); err != nil {
+			s.t.Fatalf("release commit %s not in this clone and not fetchable: %v\n%s", ref, err, out)
+		}
+	}
+	// git archive | tar -x: the release's tree, without touching this checkout.
+	cmd := exec.Command("sh", "-c", `git -C "$1" archive "$2" | tar -x -C "$3"`, "sh", s.root, ref, src)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		s.t.Fatalf("extract release %s: %v\n%s", ref, err, out)
+	}
+	return s.goBuild(src)
+}
+
+func (s *story) buildCurrent() string { return s.goBuild(s.root) }
+
+func (s *story) goBuild(dir string) string {
+	out := filepath.Join(s.t.TempDir(), "manager")
+	cmd := exec.Command("go", "build", "-o", out, ".")
+	cmd.Dir = dir
+	if b, err := cmd.CombinedOutput(); err != nil {
+		s.t.Fatalf("go build in %s: %v\n%s", dir, err, b)
+	}
+	return out
+}
+
+func (s *story) webhookArgs(port string) []string {
+	return []string{"--webhook-certs=self-signed", "--webhook-port=" + port,
+		"--webhook-url=https://localhost:" + port + "/convert", "--webhook-cert-dir=" + s.t.TempDir()}
+}
+
+func (s *story) startManager(name, bin string, extra ...string) *manager {
+	m := &manager{t: s.t, name: name, log: filepath.Join(s.t.TempDir(), name+".log"), done: make(chan struct{})}
+	logFile, err := os.Create(m.log)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	args := append([]string{"--leader-elect", "--leader-election-namespace=" + s.ns, "--metrics-bind-address=0",
+		"--health-probe-bind-address=0", "--mover-image=example.org/okgoes-operator:test"}, extra...)
+	m.cmd = exec.Command(bin, args...)
+	m.cmd.Env = append(os.Environ(), "KUBECONFIG="+s.kubecfg, "POD_NAMESPACE="+s.ns)
+	m.cmd.Stdout, m.cmd.Stderr = logFile, logFile
+	m.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := m.cmd.Start(); err != nil {
+		s.t.Fatal(err)
+	}
+	go func() { _ = m.cmd.Wait(); logFile.Close(); close(m.done) }()
+	s.t.Cleanup(func() {
+		m.stop()
+		if s.t.Failed() {
+			b, _ := os.ReadFile(m.log)
+			s.t.Logf("--- log of manager %s ---\n%s", name, tail(b, 60))
+		}
+	})
+	return m
+}
+
+// stop sends SIGTERM (the manager releases its lease on the way out) and waits.
+func (m *manager) stop() {
+	select {
+	case <-m.done:
+		return
+	default:
+	}
+	_ = syscall.Kill(-m.cmd.Process.Pid, syscall.SIGTERM)
+	select {
+	case <-m.done:
+	case <-time.After(30 * time.Second):
+		_ = syscall.Kill(-m.cmd.Process.Pid, syscall.SIGKILL)
+		<-m.done
+	}
+}
+
+func tail(b []byte, n int) string {
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// --- the API server side ---
+
+// applyCRDs applies the CRDs of a release's manifests over the installed ones, as OLM does.
+func (s *story) applyCRDs(dir string) {
+	paths, err := filepath.Glob(filepath.Join(s.root, dir, "*.yaml"))
+	if err != nil || len(paths) == 0 {
+		s.t.Fatalf("no manifests in %s: %v", dir, err)
+	}
+	var crds []*apiextensionsv1.CustomResourceDefinition
+	for _, p := range paths {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			s.t.Fatal(err)
+		}
+		if !bytes.Contains(data, []byte("kind: CustomResourceDefinition")) {
+			continue
+		}
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		if err := yaml.Unmarshal(data, crd); err != nil {
+			s.t.Fatalf("%s: %v", p, err)
+		}
+		crds = append(crds, crd)
+	}
+	for _, crd := range crds {
+		existing := &apiextensionsv1.CustomResourceDefinition{}
+		err := s.k8s.Get(s.ctx, types.NamespacedName{Name: crd.Name}, existing)
+		switch {
+		case err == nil:
+			crd.ResourceVersion = existing.ResourceVersion
+			// The manager of the running release keeps the caBundle/URL up to date; OLM would
+			// point it at its Service. Keep what is there until the next manager repoints it.
+			if crd.Spec.Conversion != nil && existing.Spec.Conversion != nil && existing.Spec.Conversion.Webhook != nil {
+				crd.Spec.Conversion.Webhook.ClientConfig = existing.Spec.Conversion.Webhook.ClientConfig
+			}
+			err = s.k8s.Update(s.ctx, crd)
+		default:
+			err = s.k8s.Create(s.ctx, crd)
+		}
+		if err != nil {
+			s.t.Fatalf("apply CRD %s from %s: %v", crd.Name, dir, err)
+		}
+	}
+	if err := envtest.WaitForCRDs(s.env.Config, crds, envtest.CRDInstallOptions{MaxTime: 30 * time.Second, PollInterval: 100 * time.Millisecond}); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+func (s *story) crd() *apiextensionsv1.CustomResourceDefinition {
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	if err := s.k8s.Get(s.ctx, types.NamespacedName{Name: crdName}, crd); err != nil {
+		s.t.Fatal(err)
+	}
+	return crd
+}
+
+// waitWebhook waits until a v1beta1 read (a conversion, while storage is v1alpha1) works.
+func (s *story) waitWebhook() {
+	s.eventually(60*time.Second, func() error {
+		return s.k8s.List(s.ctx, &cachev1beta1.RedisCacheList{}, client.InNamespace(s.ns))
+	})
+}
+
+func (s *story) createAlpha(name string, policy cachev1alpha1.EvictionPolicy) {
+	max := resource.MustParse("100Mi")
+	rc := &cachev1alpha1.RedisCache{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: name},
+		Spec: cachev1alpha1.RedisCacheSpec{
+			Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("128Mi")}},
+			Eviction:  &cachev1alpha1.Eviction{Policy: policy, MaxMemory: &max},
+		}}
+	if err := s.k8s.Create(s.ctx, rc); err != nil {
+		s.t.Fatalf("create %s at v1alpha1: %v", name, err)
+	}
+}
+
+func (s *story) createBeta(name string, maxClients int32) {
+	rc := &cachev1beta1.RedisCache{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: name},
+		Spec: cachev1beta1.RedisCacheSpec{Redis: cachev1beta1.Redis{MaxClients: &maxClients,
+			Memory: &cachev1beta1.Memory{EvictionPolicy: cachev1beta1.EvictionAllKeysLRU}}}}
+	if err := s.k8s.Create(s.ctx, rc); err != nil {
+		s.t.Fatalf("create %s at v1beta1: %v", name, err)
+	}
+}
+
+func (s *story) getAlpha(name string) *cachev1alpha1.RedisCache {
+	rc := &cachev1alpha1.RedisCache{}
+	if err := s.k8s.Get(s.ctx, types.NamespacedName{Namespace: s.ns, Name: name}, rc); err != nil {
+		s.t.Fatal(err)
+	}
+	return rc
+}
+
+func (s *story) getBeta(name string) *cachev1beta1.RedisCache {
+	rc := &cachev1beta1.RedisCache{}
+	if err := s.k8s.Get(s.ctx, types.NamespacedName{Namespace: s.ns, Name: name}, rc); err != nil {
+		s.t.Fatal(err)
+	}
+	return rc
+}
+
+func (s *story) patchAlphaPolicy(name string, policy cachev1alpha1.EvictionPolicy) {
+	rc := &cachev1alpha1.RedisCache{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: name}}
+	patch := fmt.Sprintf(`{"spec":{"eviction":{"policy":%q}}}`, policy)
+	if err := s.k8s.Patch(s.ctx, rc, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
+		s.t.Fatalf("patch %s at v1alpha1: %v", name, err)
+	}
+}
+
+// touch changes a label of the cache's Deployment, which the controller watches, so that
+// whichever manager leads reconciles the cache.
+func (s *story) touch(name string) {
+	dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: name}}
+	patch := fmt.Sprintf(`{"metadata":{"labels":{"upgrade-test/touched":"%d"}}}`, time.Now().UnixNano())
+	if err := s.k8s.Patch(s.ctx, dep, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+// waitReady plays the Deployment controller (envtest runs none) until the cache is Ready with
+// status.observedGeneration == generation, and returns it. It reads at v1alpha1 (the version
+// every manager and CRD of the story serve) and converts locally, so it works while no
+// conversion webhook runs.
+func (s *story) waitReady(name string, generation int64) *cachev1beta1.RedisCache {
+	var got *cachev1beta1.RedisCache
+	s.eventually(60*time.Second, func() error {
+		dep := &appsv1.Deployment{}
+		if err := s.k8s.Get(s.ctx, types.NamespacedName{Namespace: s.ns, Name: name}, dep); err != nil {
+			return err
+		}
+		n := *dep.Spec.Replicas
+		if dep.Status.ObservedGeneration != dep.Generation || dep.Status.ReadyReplicas != n {
+			dep.Status = appsv1.DeploymentStatus{ObservedGeneration: dep.Generation, Replicas: n, UpdatedReplicas: n,
+				ReadyReplicas: n, AvailableReplicas: n}
+			if err := s.k8s.Status().Update(s.ctx, dep); err != nil {
+				return err
+			}
+		}
+		alpha := &cachev1alpha1.RedisCache{}
+		if err := s.k8s.Get(s.ctx, types.NamespacedName{Namespace: s.ns, Name: name}, alpha); err != nil {
+			return err
+		}
+		got = &cachev1beta1.RedisCache{}
+		if err := alpha.ConvertTo(got); err != nil {
+			return err
+		}
+		ready := meta.FindStatusCondition(got.Status.Conditions, cachev1beta1.ConditionReady)
+		if got.Generation != generation || got.Status.ObservedGeneration != generation || ready == nil || ready.Status != metav1.ConditionTrue {
+			return fmt.Errorf("%s: generation %d (want %d), observedGeneration %d, Ready %+v", name, got.Generation, generation,
+				got.Status.ObservedGeneration, ready)
+		}
+		return nil
+	})
+	return got
+}
+
+func (s *story) podTemplate(name string) string {
+	dep := &appsv1.Deployment{}
+	if err := s.k8s.Get(s.ctx, types.NamespacedName{Namespace: s.ns, Name: name}, dep); err != nil {
+		s.t.Fatal(err)
+	}
+	b, err := yaml.Marshal(dep.Spec.Template)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return string(b)
+}
+
+func (s *story) redisConf(name string) string {
+	var conf string
+	s.eventually(30*time.Second, func() error {
+		cm := &corev1.ConfigMap{}
+		if err := s.k8s.Get(s.ctx, types.NamespacedName{Namespace: s.ns, Name: name + "-config"}, cm); err != nil {
+			return err
+		}
+		conf = cm.Data["redis.conf"]
+		return nil
+	})
+	return conf
+}
+
+func (s *story) freePort() string {
+	l, err := listenLoopback()
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer l.Close()
+	_, port, _ := strings.Cut(l.Addr().String(), ":")
+	return port
+}
+
+func (s *story) eventually(timeout time.Duration, cond func() error) {
+	s.t.Helper()
+	var last error
+	if err := wait.PollUntilContextTimeout(s.ctx, 100*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		last = cond()
+		return last == nil, nil
+	}); err != nil {
+		s.t.Fatalf("not within %s: %v", timeout, last)
+	}
+}
+
+// consistently checks cond every 100ms for d; the first error fails the test.
+func (s *story) consistently(d time.Duration, cond func() error) {
+	s.t.Helper()
+	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		if err := cond(); err != nil {
+			s.t.Fatal(err)
+		}
+	}
+}
+
+func listenLoopback() (net.Listener, error) { return net.Listen("tcp", "127.0.0.1:0") }
