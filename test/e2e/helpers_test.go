@@ -87,8 +87,10 @@ func namespace(t *testing.T, prefix string) string {
 // way a user writes them, not through the Go types.
 func object(t *testing.T, doc string) *unstructured.Unstructured {
 	t.Helper()
+	data, err := yaml.YAMLToJSON([]byte(doc))
+	must(t, err)
 	u := &unstructured.Unstructured{}
-	must(t, yaml.Unmarshal([]byte(doc), &u.Object))
+	must(t, u.UnmarshalJSON(data)) // integers stay int64, as from the API server
 	return u
 }
 
