@@ -178,16 +178,17 @@ func claimVolume(claim string, readOnly bool) ([]corev1.Volume, []corev1.VolumeM
 
 // volumeFor makes the PersistentVolume that claim ns/claim will bind to, when the suite runs with
 // static volumes (no E2E_STORAGE_CLASS): a hostPath directory on the node, pre-bound to the claim,
-// created with mode (0777 lets the non-root restore mover write into it; hostPath volumes ignore
-// fsGroup). With a storage class there is nothing to do: the provisioner makes the volume.
-func volumeFor(t *testing.T, ns, claim, mode string) {
+// owned by owner (uid:gid). hostPath volumes ignore fsGroup, so a volume the non-root mover restores
+// into is handed to its uid, as an administrator would. With a storage class there is nothing to
+// do: the provisioner makes the volume.
+func volumeFor(t *testing.T, ns, claim, owner string) {
 	t.Helper()
 	if cfg.storageClass != "" {
 		return
 	}
 	dir := ns + "-" + claim
 	hostPathType := corev1.HostPathDirectoryOrCreate
-	runPod(t, ns, "mkdir-"+claim, fmt.Sprintf("mkdir -p /volumes/%s && chmod %s /volumes/%s", dir, mode, dir),
+	runPod(t, ns, "mkdir-"+claim, fmt.Sprintf("mkdir -p /volumes/%s && chown %s /volumes/%s", dir, owner, dir),
 		[]corev1.Volume{{Name: "volumes", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{
 			Path: cfg.hostPathDir, Type: &hostPathType}}}},
 		[]corev1.VolumeMount{{Name: "volumes", MountPath: "/volumes"}})
@@ -214,7 +215,7 @@ func volumeFor(t *testing.T, ns, claim, mode string) {
 // claim creates a 1Gi ReadWriteOnce PVC (and its volume, see volumeFor) and waits until it is bound.
 func claim(t *testing.T, ns, name string) {
 	t.Helper()
-	volumeFor(t, ns, name, "0755")
+	volumeFor(t, ns, name, "0:0")
 	pvc := &corev1.PersistentVolumeClaim{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec: corev1.PersistentVolumeClaimSpec{
