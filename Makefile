@@ -141,3 +141,17 @@ $(CONTROLLER_GEN): hack/tools/gen/go.mod
 kustomize: $(KUSTOMIZE) ## Build kustomize into bin/.
 $(KUSTOMIZE): hack/tools/gen/go.mod
 	cd hack/tools/gen && go build -o $(KUSTOMIZE) sigs.k8s.io/kustomize/kustomize/v5
+
+##@ Local cluster and end-to-end tests (hack/local-cluster.sh, test/e2e; docs/testing.md)
+
+.PHONY: cluster-up
+cluster-up: ## Start a single-node Kubernetes v1.37.2 built from source on this machine (root; builds what is missing).
+	hack/local-cluster.sh up
+
+.PHONY: cluster-down
+cluster-down: ## Stop the local cluster and remove everything it made.
+	hack/local-cluster.sh down
+
+.PHONY: test-e2e
+test-e2e: ## End-to-end suite on real pods: local cluster (up and down unless running), make deploy, tests. E2E_CLUSTER=existing: the cluster of $KUBECONFIG.
+	hack/local-cluster.sh e2e

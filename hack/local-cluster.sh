@@ -8,6 +8,10 @@
 #   hack/local-cluster.sh down     stop everything and remove all that `up` made
 #   hack/local-cluster.sh status   what runs, and the node
 #   hack/local-cluster.sh env      the KUBECONFIG line to eval
+#   hack/local-cluster.sh e2e      the e2e suite (test/e2e): on the running local cluster (images
+#                                  rebuilt and imported again), or on one it brings up and tears
+#                                  down afterwards (E2E_KEEP_CLUSTER=1 keeps it); with
+#                                  E2E_CLUSTER=existing on the cluster of $KUBECONFIG instead
 #
 # Parts: kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kube-proxy and kubectl from
 # the wrapper module hack/tools/k8s, etcd from hack/tools/etcd, all through hack/envtest-assets.sh's
@@ -49,6 +53,8 @@ SCHED_PORT=10259
 # Sysctls the cluster changes (ip_forward here; the kubelet sets the others); `down` restores them.
 SYSCTLS=(net.ipv4.ip_forward net.bridge.bridge-nf-call-iptables vm.overcommit_memory vm.panic_on_oom
 	kernel.panic kernel.panic_on_oops kernel.keys.root_maxkeys kernel.keys.root_maxbytes)
+# The caller's cluster, for `e2e` with E2E_CLUSTER=existing; every other command uses ours.
+CALLER_KUBECONFIG=${KUBECONFIG:-$HOME/.kube/config}
 export KUBECONFIG=$STATE/admin.kubeconfig
 
 log() { echo "local-cluster: $*" >&2; }
@@ -338,6 +344,12 @@ state = "$RUN/containerd"
 EOF
 	start containerd containerd --config "$STATE/containerd.toml"
 	wait_for "containerd" 30 containerd ctr -a "$SOCK" version
+	load_images
+}
+
+# load_images imports the image archives into the k8s.io namespace of our containerd, where the
+# kubelet finds them (pods use imagePullPolicy IfNotPresent or Never: there is no registry).
+load_images() {
 	local img
 	for img in "$IMAGES"/*.tar; do
 		ctr -a "$SOCK" -n k8s.io images import "$img" >>"$STATE/logs/images.log" 2>&1 ||
@@ -568,12 +580,45 @@ cmd_status() {
 	[ -f "$KUBECONFIG" ] && kubectl get nodes -o wide
 }
 
+# cmd_e2e runs test/e2e. On the local cluster the images are the ones just built; E2E_IMG is the
+# content-addressed operator tag (hack/images/build.sh), which `make deploy` puts in the manifests.
+cmd_e2e() {
+	local own=0 rc=0
+	if [ "${E2E_CLUSTER:-local}" = local ]; then
+		if running kube-apiserver && running kubelet; then
+			log "using the running local cluster"
+			cmd_build
+			load_images
+		else
+			cmd_up
+			own=1
+			if [ "${E2E_KEEP_CLUSTER:-0}" != 1 ]; then
+				trap cmd_down EXIT
+			fi
+		fi
+		E2E_IMG=$(cat "$IMAGES/operator.ref")
+		export E2E_IMG
+	else
+		export KUBECONFIG=$CALLER_KUBECONFIG
+		log "using the cluster of KUBECONFIG=${KUBECONFIG} (images must be there already: see docs/testing.md)"
+	fi
+	local start_time=$SECONDS
+	(cd "$root" && go test -tags e2e ./test/e2e/ -count=1 -v -timeout "${E2E_TIMEOUT:-30m}") || rc=$?
+	log "e2e suite: $((SECONDS - start_time))s (exit $rc)"
+	if [ $own = 1 ] && [ "${E2E_KEEP_CLUSTER:-0}" != 1 ]; then
+		trap - EXIT
+		cmd_down
+	fi
+	return $rc
+}
+
 case ${1:-} in
 build) cmd_build ;;
 up) cmd_up ;;
 down) cmd_down ;;
 status) cmd_status ;;
 env) echo "export KUBECONFIG=$KUBECONFIG" ;;
+e2e) cmd_e2e ;;
 *)
 	sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//' >&2
 	exit 2

@@ -3,7 +3,8 @@
 # container engine or a registry (hack/images/ociimage writes one-layer OCI layouts):
 #
 #   pause.tar     okgoes.local/pause:e2e            the pod sandbox: hack/images/pause, static Go
-#   operator.tar  okgoes.local/okgoes-operator:e2e  /manager, the project's static binary (manager and mover)
+#   operator.tar  okgoes.local/okgoes-operator:e2e-<sha256 of /manager, 12 hex> (in operator.ref)
+#                 /manager, the project's static binary (manager and mover)
 #   redis.tar     okgoes.local/redis:e2e            Debian's redis-server + redis-cli with their libraries, busybox sh
 #   minio.tar     okgoes.local/minio:e2e            bin/minio, the test S3 server (hack/envtest-assets.sh minio)
 #   tools.tar     okgoes.local/tools:e2e            busybox (sh, find, sha256sum ...) for the e2e suite's helper pods
@@ -69,10 +70,15 @@ build() {
 		ociimage -ref "okgoes.local/pause:$tag" -o "$dest" -user 65535 -file "/pause=$out/pause" -entrypoint /pause
 		;;
 	operator)
-		# The same command as `make build`, so the binary (and the Go build cache) is shared.
+		# The same command as `make build`, so the binary (and the Go build cache) is shared. The
+		# tag names the binary's content, so that deploying a rebuilt operator onto a running
+		# cluster rolls the manager (and the mover Jobs get the new image too).
 		(cd "$root" && CGO_ENABLED=0 go build -o "$root/bin/manager" .)
-		ociimage -ref "okgoes.local/okgoes-operator:$tag" -o "$dest" -user 65532:65532 \
+		local ref
+		ref="okgoes.local/okgoes-operator:${OPERATOR_TAG:-$tag-$(sha256sum "$root/bin/manager" | cut -c1-12)}"
+		ociimage -ref "$ref" -o "$dest" -user 65532:65532 \
 			-file "/manager=$root/bin/manager" -dir /tmp=1777 -entrypoint /manager
+		echo "$ref" >"$out/operator.ref"
 		;;
 	redis)
 		need_debs redis-server redis-tools busybox-static

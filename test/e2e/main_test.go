@@ -48,6 +48,15 @@ func env(name, def string) string {
 	return def
 }
 
+// builtOperatorImage is the tag hack/images/build.sh gave the operator image it built last.
+func builtOperatorImage(root string) string {
+	ref, err := os.ReadFile(filepath.Join(root, "bin", "images", "operator.ref"))
+	if err != nil {
+		return "okgoes.local/okgoes-operator:e2e"
+	}
+	return strings.TrimSpace(string(ref))
+}
+
 func TestMain(m *testing.M) {
 	os.Exit(run(m))
 }
@@ -60,7 +69,7 @@ func run(m *testing.M) int {
 	cfg = settings{
 		root:            root,
 		kubectl:         env("E2E_KUBECTL", filepath.Join(root, "bin", "k8s", "kubectl")),
-		operatorImage:   env("E2E_IMG", "okgoes.local/okgoes-operator:e2e"),
+		operatorImage:   env("E2E_IMG", builtOperatorImage(root)),
 		redisImage:      env("E2E_REDIS_IMAGE", "okgoes.local/redis:e2e"),
 		minioImage:      env("E2E_MINIO_IMAGE", "okgoes.local/minio:e2e"),
 		toolsImage:      env("E2E_TOOLS_IMAGE", "okgoes.local/tools:e2e"),
