@@ -64,6 +64,7 @@ verify-fmt: ## Fail when gofmt would change a file.
 test: verify-generated verify-fmt vet k8s-assets ## Run all tests against a real kube-apiserver + etcd and a real MinIO (built into bin/ on first use).
 	go test ./... -count=1 -coverprofile cover.out
 	cd hack/bundle && go test ./... -count=1
+	cd hack/catalog && go test ./... -count=1
 
 .PHONY: k8s-assets
 k8s-assets: ## Build kube-apiserver, etcd, kubectl (bin/k8s) and MinIO (bin/minio), only those missing.
@@ -110,6 +111,20 @@ bundle-build: ## Build the bundle image.
 .PHONY: bundle-push
 bundle-push: ## Push the bundle image.
 	$(CONTAINER_TOOL) push $(BUNDLE_IMG)
+
+# make catalog renders releases/ into catalog/ (committed: the test fails when it is out of date).
+# CATALOG_BUNDLE_IMAGES=false renders bundles with an empty image, which OLM installs from their
+# olm.bundle.object properties without a registry (opm serve), into bin/catalog-local by default.
+CATALOG_BUNDLE_IMAGES ?= true
+CATALOG_DIR ?= $(if $(filter false,$(CATALOG_BUNDLE_IMAGES)),$(LOCALBIN)/catalog-local,$(CURDIR)/catalog)
+OPM ?= $(LOCALBIN)/opm
+
+.PHONY: catalog
+catalog: ## Render the file-based catalog of releases/ into catalog/ and validate it (also with bin/opm once hack/tools/opm/build.sh built it).
+	cd hack/catalog && go run . --root ../.. --out $(abspath $(CATALOG_DIR)) --bundle-image-base $(IMAGE_TAG_BASE)-bundle \
+		--bundle-images=$(CATALOG_BUNDLE_IMAGES) --channel $(DEFAULT_CHANNEL)
+	@if [ -x $(OPM) ]; then echo "$(OPM) validate $(CATALOG_DIR)"; $(OPM) validate $(CATALOG_DIR); \
+	else echo "catalog: $(OPM) not built (hack/tools/opm/build.sh), so only hack/catalog validated it"; fi
 
 ##@ Deployment
 

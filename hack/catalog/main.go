@@ -66,6 +66,10 @@ func run(o options, out string, check bool) error {
 	if err != nil {
 		return err
 	}
+	// What is written must pass the validation of `opm validate`.
+	if err := validate(data); err != nil {
+		return fmt.Errorf("the rendered catalog is invalid: %w", err)
+	}
 	file := catalogFile(out, cfg.Packages[0].Name)
 	if check {
 		old, err := os.ReadFile(file)

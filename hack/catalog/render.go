@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"testing/fstest"
 
 	"github.com/blang/semver/v4"
 	"github.com/operator-framework/api/pkg/operators/v1alpha1"
@@ -305,6 +306,20 @@ func encode(cfg *declcfg.DeclarativeConfig) ([]byte, error) {
 		return nil, err
 	}
 	return buf.Bytes(), nil
+}
+
+// validate loads an encoded catalog as `opm validate` does (declcfg.LoadFS of the catalog
+// directory, then declcfg.ConvertToModel, which validates the model) and validates the model.
+func validate(data []byte) error {
+	cfg, err := declcfg.LoadFS(context.Background(), fstest.MapFS{"catalog.yaml": {Data: data}})
+	if err != nil {
+		return err
+	}
+	m, err := declcfg.ConvertToModel(*cfg)
+	if err != nil {
+		return err
+	}
+	return m.Validate()
 }
 
 // catalogFile is where the catalog of package pkg lives under the catalog root.
