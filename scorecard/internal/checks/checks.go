@@ -99,7 +99,9 @@ type recorder struct {
 	suggestions []string
 }
 
-func (r *recorder) logf(format string, args ...any) { r.log = append(r.log, fmt.Sprintf(format, args...)) }
+func (r *recorder) logf(format string, args ...any) {
+	r.log = append(r.log, fmt.Sprintf(format, args...))
+}
 func (r *recorder) errorf(format string, args ...any) {
 	r.errors = append(r.errors, fmt.Sprintf(format, args...))
 }
