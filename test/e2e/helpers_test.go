@@ -241,16 +241,28 @@ func claim(t *testing.T, ns, name string) {
 }
 
 // portForward forwards a local port on 127.0.0.1 to port of pod ns/pod through the API server
-// and the kubelet (kubectl port-forward), and returns host:port.
+// and the kubelet (kubectl port-forward) for the rest of the test, and returns host:port.
 func portForward(t *testing.T, ns, pod string, port int) string {
 	t.Helper()
+	addr, stop, err := startPortForward(ns, pod, port)
+	must(t, err)
+	t.Cleanup(stop)
+	return addr
+}
+
+// startPortForward starts kubectl port-forward; stop ends it.
+func startPortForward(ns, pod string, port int) (addr string, stop func(), err error) {
 	cmd := exec.Command(cfg.kubectl, "-n", ns, "port-forward", "--address", "127.0.0.1", "pod/"+pod, fmt.Sprintf(":%d", port))
 	stdout, err := cmd.StdoutPipe()
-	must(t, err)
+	if err != nil {
+		return "", nil, err
+	}
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
-	must(t, cmd.Start())
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	if err := cmd.Start(); err != nil {
+		return "", nil, err
+	}
+	stop = func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }
 	lines := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(stdout)
@@ -264,10 +276,10 @@ func portForward(t *testing.T, ns, pod string, port int) string {
 	}()
 	select {
 	case addr := <-lines:
-		return addr
+		return addr, stop, nil
 	case <-time.After(30 * time.Second):
-		t.Fatalf("kubectl port-forward to %s/%s:%d did not start: %s", ns, pod, port, stderr.String())
-		return ""
+		stop()
+		return "", nil, fmt.Errorf("kubectl port-forward to %s/%s:%d did not start: %s", ns, pod, port, stderr.String())
 	}
 }
 

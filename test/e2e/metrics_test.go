@@ -28,6 +28,7 @@ type scraper struct {
 	addr           string
 	reader, nobody string // bearer tokens
 	http           *http.Client
+	stopForward    func()
 }
 
 const scraperNS = "okgoes-e2e-metrics"
@@ -85,12 +86,18 @@ func newScraper(t *testing.T) (*scraper, error) {
 	if s.nobody, err = token("nobody"); err != nil {
 		return nil, err
 	}
-	s.addr = portForward(t, cfg.operatorNS, managerPod(t).Name, 8443)
+	// Shared by the tests that scrape: it lives until cleanupScraper.
+	if s.addr, s.stopForward, err = startPortForward(cfg.operatorNS, managerPod(t).Name, 8443); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 
 // cleanupScraper removes what newScraper made (called after all tests).
 func cleanupScraper() {
+	if theScraper != nil {
+		theScraper.stopForward()
+	}
 	_ = k8s.Delete(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "okgoes-e2e-metrics-reader"}})
 	_ = k8s.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: scraperNS}})
 }
