@@ -18,6 +18,7 @@ import (
 	"github.com/operator-framework/operator-registry/alpha/declcfg"
 	"github.com/operator-framework/operator-registry/alpha/model"
 	"github.com/operator-framework/operator-registry/alpha/property"
+	"github.com/operator-framework/operator-registry/pkg/cache"
 	"github.com/operator-framework/operator-registry/pkg/lib/config"
 	"github.com/sirupsen/logrus"
 	"sigs.k8s.io/yaml"
@@ -251,13 +252,7 @@ func TestChannelGraph(t *testing.T) {
 		if b == nil || b.Name != r.csvName {
 			t.Fatalf("replaces chain from the head: want %s at position %d, got %v", r.csvName, len(rels)-i, b)
 		}
-		wantReplaces, wantSkipRange := r.replaces, r.skipRange
-		if i > 0 && wantReplaces == "" {
-			wantReplaces = rels[i-1].csvName
-		}
-		if i > 0 && wantSkipRange == "" {
-			wantSkipRange = fmt.Sprintf(">=%s <%s", rels[0].version, r.version)
-		}
+		wantReplaces, wantSkipRange := chainOf(rels, i)
 		if i == 0 && b.Replaces != "" {
 			t.Errorf("%s: the first release replaces %q", b.Name, b.Replaces)
 		}
@@ -349,6 +344,21 @@ func checkBundle(t *testing.T, b *model.Bundle, r shipped, image string) {
 			}
 		}
 	}
+}
+
+// chainOf is what the channel entry of rels[i] must say: its CSV's spec.replaces and
+// olm.skipRange, or when the CSV of a later release has none, the previous release and
+// ">=<first> <version>".
+func chainOf(rels []shipped, i int) (replaces, skipRange string) {
+	r := rels[i]
+	replaces, skipRange = r.replaces, r.skipRange
+	if i > 0 && replaces == "" {
+		replaces = rels[i-1].csvName
+	}
+	if i > 0 && skipRange == "" {
+		skipRange = fmt.Sprintf(">=%s <%s", rels[0].version, r.version)
+	}
+	return replaces, skipRange
 }
 
 func objectKey(obj map[string]any) string {
@@ -519,8 +529,7 @@ func editCSV(t *testing.T, dir string, v semver.Version, edits ...string) {
 	}
 	for i := 0; i < len(edits); i += 2 {
 		re := regexp.MustCompile(`(?m)` + edits[i])
-		if !re.Match(data) && edits[i+1] != "" {
-			// Adding a line that is not there: put it under spec: / metadata.annotations.
+		if !re.Match(data) {
 			t.Fatalf("%s: no line matches %s", file, edits[i])
 		}
 		data = re.ReplaceAll(data, []byte(edits[i+1]))
@@ -650,4 +659,58 @@ func keys[V any](m map[string]V) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// What `opm serve` answers OLM for both catalogs, from the same cache it serves: the head of the
+// channel is the newest release, each release is the one that replaces the one before, and a
+// bundle without an image carries its objects (OLM installs from them) while catalog/'s bundles
+// name their images.
+func TestServedAsOpmServeServes(t *testing.T) {
+	rels := readShipped(t, filepath.Join(root, "releases"))
+	channel := makeVar(t, "DEFAULT_CHANNEL")
+	bundleBase := makeVar(t, "IMAGE_TAG_BASE") + "-bundle"
+	for _, images := range []bool{true, false} {
+		t.Run(fmt.Sprintf("bundle-images=%v", images), func(t *testing.T) {
+			ctx := context.Background()
+			dir := writeCatalog(t, renderBytes(t, makeOptions(t, images)))
+			store, err := cache.New(t.TempDir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer store.Close()
+			if err := cache.LoadOrRebuild(ctx, store, os.DirFS(dir)); err != nil {
+				t.Fatal(err)
+			}
+			head, err := store.GetBundleForChannel(ctx, "okgoes-operator", channel)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if head.CsvName != rels[len(rels)-1].csvName {
+				t.Fatalf("served head %s, want %s", head.CsvName, rels[len(rels)-1].csvName)
+			}
+			for i, r := range rels {
+				b, err := store.GetBundle(ctx, "okgoes-operator", channel, r.csvName)
+				if err != nil {
+					t.Fatal(err)
+				}
+				wantPath := ""
+				if images {
+					wantPath = bundleBase + ":v" + r.version.String()
+				}
+				_, wantSkipRange := chainOf(rels, i)
+				if b.BundlePath != wantPath || b.Version != r.version.String() || b.SkipRange != wantSkipRange {
+					t.Errorf("%s: served bundlePath %q version %s skipRange %q, want %q %s %q", r.csvName, b.BundlePath, b.Version, b.SkipRange, wantPath, r.version, wantSkipRange)
+				}
+				if !images && (len(b.Object) != len(r.manifests) || b.CsvJson == "") {
+					t.Errorf("%s: served %d objects (csvJson %d bytes), want the %d manifests", r.csvName, len(b.Object), len(b.CsvJson), len(r.manifests))
+				}
+				if i > 0 {
+					next, err := store.GetBundleThatReplaces(ctx, rels[i-1].csvName, "okgoes-operator", channel)
+					if err != nil || next.CsvName != r.csvName {
+						t.Errorf("served replacement of %s: %v %v, want %s", rels[i-1].csvName, next, err, r.csvName)
+					}
+				}
+			}
+		})
+	}
 }
