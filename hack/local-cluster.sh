@@ -426,7 +426,7 @@ cmd_up() {
 	cmd_build
 	local start_time=$SECONDS
 	mkdir -p "$STATE/logs" "$STATE/pids" "$RUN"
-	ls /var/run/netns 2>/dev/null >"$STATE/netns.before" || true
+	ls /var/run/netns 2>/dev/null >"$STATE/netns.before" || touch "$STATE/remove-netns-dir"
 	[ -e /var/lib/cni ] || touch "$STATE/remove-var-lib-cni"
 	# A failed bring-up leaves nothing behind but its logs.
 	trap up_failed EXIT
@@ -567,6 +567,7 @@ cmd_down() {
 	remove_cgroups
 	restore_sysctls
 	[ -f "$STATE/remove-var-lib-cni" ] && rm -rf /var/lib/cni
+	[ -f "$STATE/remove-netns-dir" ] && rmdir /var/run/netns 2>/dev/null
 	rm -rf "$STATE" "$RUN"
 	set -e
 	log "down in $((SECONDS - start_time))s"
