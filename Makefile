@@ -64,6 +64,7 @@ verify-fmt: ## Fail when gofmt would change a file.
 test: verify-generated verify-fmt vet k8s-assets ## Run all tests against a real kube-apiserver + etcd and a real MinIO (built into bin/ on first use).
 	go test ./... -count=1 -coverprofile cover.out
 	cd hack/bundle && go test ./... -count=1
+	cd scorecard && go test ./... -count=1
 	cd hack/catalog && go test ./... -count=1
 
 .PHONY: k8s-assets
@@ -111,6 +112,10 @@ bundle-build: ## Build the bundle image.
 .PHONY: bundle-push
 bundle-push: ## Push the bundle image.
 	$(CONTAINER_TOOL) push $(BUNDLE_IMG)
+
+.PHONY: scorecard-image
+scorecard-image: ## Build the custom scorecard tests image (scorecard/README.md).
+	$(CONTAINER_TOOL) build -f scorecard/Dockerfile -t $(IMAGE_TAG_BASE)-scorecard:v$(VERSION) scorecard
 
 # make catalog renders releases/ into catalog/ (committed: the test fails when it is out of date).
 # CATALOG_BUNDLE_IMAGES=false renders bundles with an empty image, which OLM installs from their
