@@ -24,6 +24,7 @@ import (
 
 	scapi "github.com/operator-framework/api/pkg/apis/scorecard/v1alpha3"
 	appsv1 "k8s.io/api/apps/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -280,6 +281,22 @@ func (c *cluster) namespace(prefix string) string {
 	}
 	if _, err := c.admin.RbacV1().RoleBindings(ns.Name).Create(ctx, rb, metav1.CreateOptions{}); err != nil {
 		c.t.Fatal(err)
+	}
+	// The authorizer learns of the binding through its informers: wait until it allows.
+	for _, s := range c.bundle.Samples {
+		gvr, err := c.bundle.Resource(s)
+		if err != nil {
+			c.t.Fatal(err)
+		}
+		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{User: scorecardUser,
+			ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: ns.Name, Verb: "create", Group: gvr.Group, Resource: gvr.Resource}}}
+		err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+			res, err := c.admin.AuthorizationV1().SubjectAccessReviews().Create(ctx, sar, metav1.CreateOptions{})
+			return err == nil && res.Status.Allowed, nil
+		})
+		if err != nil {
+			c.t.Fatalf("%s may not create %s in %s: %v", scorecardUser, gvr.Resource, ns.Name, err)
+		}
 	}
 	return ns.Name
 }
