@@ -442,11 +442,11 @@ cmd_up() {
 # ----------------------------------------------------------------------------------------- down
 
 stop_process() {
-	local name=$1 pid i
+	local name=$1 pid
 	pid=$(cat "$STATE/pids/$name.pid" 2>/dev/null) || return 0
 	if kill -0 "$pid" 2>/dev/null; then
 		kill -TERM "$pid" 2>/dev/null || true
-		for i in $(seq 1 40); do
+		for _ in $(seq 1 40); do
 			kill -0 "$pid" 2>/dev/null || break
 			sleep 0.25
 		done
@@ -479,26 +479,26 @@ remove_containers() {
 		fi
 	done
 	# Container processes that outlived their shim (none expected) are in the kubepods cgroups.
-	local f
-	for f in $(find /sys/fs/cgroup/*/kubepods -name cgroup.procs 2>/dev/null); do
+	find /sys/fs/cgroup/*/kubepods -name cgroup.procs -print0 2>/dev/null | while IFS= read -r -d '' f; do
 		xargs -r kill -KILL <"$f" 2>/dev/null || true
 	done
 }
 
 unmount_under() {
-	local dir m
+	local dir
 	for dir in "$@"; do
 		# Deepest first; lazily, as a last resort for a busy mount.
-		for m in $(awk -v d="$dir" '$2 == d || index($2, d "/") == 1 {print $2}' /proc/self/mounts | sort -r); do
+		awk -v d="$dir" '$2 == d || index($2, d "/") == 1 {print $2}' /proc/self/mounts | sort -r | while read -r m; do
 			umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || log "could not unmount $m"
 		done
 	done
 }
 
 remove_netns() {
-	local ns
-	for ns in $(ls /var/run/netns 2>/dev/null); do
-		case $ns in cni-*) ;; *) continue ;; esac
+	local p ns
+	for p in /var/run/netns/cni-*; do
+		[ -e "$p" ] || continue
+		ns=${p##*/}
 		if [ -f "$STATE/netns.before" ] && grep -qx "$ns" "$STATE/netns.before"; then
 			continue
 		fi
@@ -584,7 +584,7 @@ cmd_status() {
 # cmd_e2e runs test/e2e. On the local cluster the images are the ones just built; E2E_IMG is the
 # content-addressed operator tag (hack/images/build.sh), which `make deploy` puts in the manifests.
 cmd_e2e() {
-	local own=0 rc=0
+	local brought_up=0 rc=0
 	if [ "${E2E_CLUSTER:-local}" = local ]; then
 		if running kube-apiserver && running kubelet; then
 			log "using the running local cluster"
@@ -592,7 +592,7 @@ cmd_e2e() {
 			load_images
 		else
 			cmd_up
-			own=1
+			brought_up=1
 			if [ "${E2E_KEEP_CLUSTER:-0}" != 1 ]; then
 				trap cmd_down EXIT
 			fi
@@ -606,7 +606,7 @@ cmd_e2e() {
 	local start_time=$SECONDS
 	(cd "$root" && go test -tags e2e ./test/e2e/ -count=1 -v -timeout "${E2E_TIMEOUT:-30m}") || rc=$?
 	log "e2e suite: $((SECONDS - start_time))s (exit $rc)"
-	if [ $own = 1 ] && [ "${E2E_KEEP_CLUSTER:-0}" != 1 ]; then
+	if [ $brought_up = 1 ] && [ "${E2E_KEEP_CLUSTER:-0}" != 1 ]; then
 		trap - EXIT
 		cmd_down
 	fi
