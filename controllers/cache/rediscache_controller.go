@@ -90,11 +90,13 @@ func (r *RedisCacheReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 		requeue = waitForReplicas
 	}
 	res, err := errclass.Result(s.obs.err, requeue)
+	// The gauges move before the status is written, so whoever sees the new status (a user, a
+	// test) also sees the metrics that go with it.
+	observeMetrics(rc)
 	if perr := r.patchStatus(ctx, base, rc); perr != nil && err == nil {
 		err = perr
 	}
 	r.recordTransition(base, rc)
-	observeMetrics(rc)
 	return res, err
 }
 
@@ -193,8 +195,12 @@ func (r *RedisCacheReconciler) patchStatus(ctx context.Context, base, rc *cachev
 	if equality.Semantic.DeepEqual(base.Status, rc.Status) {
 		return nil
 	}
-	if err := r.Status().Patch(ctx, rc, client.MergeFrom(base)); err != nil {
-		return fmt.Errorf("patch status: %w", client.IgnoreNotFound(err))
+	err := r.Status().Patch(ctx, rc, client.MergeFrom(base))
+	if apierrors.IsNotFound(err) {
+		return nil // deleted meanwhile: nothing left to report on
+	}
+	if err != nil {
+		return fmt.Errorf("patch status: %w", err)
 	}
 	return nil
 }

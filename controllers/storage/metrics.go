@@ -36,16 +36,9 @@ func init() {
 	metrics.Registry.MustRegister(runsTotal, runDuration, lastBytes, lastSuccess, interval, missed, skipped)
 }
 
+// observeMetrics sets the gauges that follow the status of a PVCBackup.
 func observeMetrics(pb *storagev1.PVCBackup, s *scope) {
 	ns, name := pb.Namespace, pb.Name
-	if run := s.finished; run != nil {
-		runsTotal.WithLabelValues(ns, name, string(run.Result)).Inc()
-		runDuration.WithLabelValues(ns, name).Observe(run.CompletionTime.Sub(run.StartTime.Time).Seconds())
-		if run.Result == storagev1.RunSucceeded {
-			lastBytes.WithLabelValues(ns, name).Set(float64(run.Bytes))
-			lastSuccess.WithLabelValues(ns, name).Set(float64(run.CompletionTime.Unix()))
-		}
-	}
 	missed.WithLabelValues(ns, name).Set(float64(pb.Status.MissedSchedules))
 	skipped.WithLabelValues(ns, name).Set(float64(pb.Status.SkippedSchedules))
 	gap := 0.0
@@ -53,6 +46,23 @@ func observeMetrics(pb *storagev1.PVCBackup, s *scope) {
 		gap = sched.Next(s.next).Sub(s.next).Seconds()
 	}
 	interval.WithLabelValues(ns, name).Set(gap)
+}
+
+// observeFinishedRun counts a run that ended in this reconcile. It is called only once the status
+// recording the end was written: a failed write means the next reconcile finishes the run again,
+// and counting it then keeps every run counted exactly once.
+func observeFinishedRun(pb *storagev1.PVCBackup, s *scope) {
+	run := s.finished
+	if run == nil {
+		return
+	}
+	ns, name := pb.Namespace, pb.Name
+	runsTotal.WithLabelValues(ns, name, string(run.Result)).Inc()
+	runDuration.WithLabelValues(ns, name).Observe(run.CompletionTime.Sub(run.StartTime.Time).Seconds())
+	if run.Result == storagev1.RunSucceeded {
+		lastBytes.WithLabelValues(ns, name).Set(float64(run.Bytes))
+		lastSuccess.WithLabelValues(ns, name).Set(float64(run.CompletionTime.Unix()))
+	}
 }
 
 // forgetMetrics drops the series of a deleted PVCBackup.

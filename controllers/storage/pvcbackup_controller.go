@@ -4,6 +4,7 @@ package storage
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -154,13 +155,19 @@ func (r *PVCBackupReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		r.reconcileActiveRun,
 		r.reconcileNextRun,
 	)
+	if errors.Is(err, errStaleCache) {
+		return ctrl.Result{RequeueAfter: staleCacheRetry}, nil
+	}
 	computeStatus(pb, s, err)
 	res, err := errclass.Result(err, s.requeue)
-	if perr := r.patchStatus(ctx, base, pb); perr != nil && err == nil {
+	observeMetrics(pb, s) // before the write, so a reader of the new status sees matching gauges
+	perr := r.patchStatus(ctx, base, pb)
+	if perr == nil {
+		observeFinishedRun(pb, s)
+	} else if err == nil {
 		err = perr
 	}
 	r.recordTransitions(base, pb, s)
-	observeMetrics(pb, s)
 	return res, err
 }
 
@@ -183,6 +190,9 @@ func (r *PVCBackupReconciler) reconcileActiveRun(ctx context.Context, s *scope) 
 	run := pb.Status.ActiveRun
 	if run == nil {
 		return nil
+	}
+	if err := ensureFresh(ctx, r.APIReader, pb); err != nil {
+		return err
 	}
 	claim, err := r.ensureSourceClaim(ctx, s)
 	if err != nil {
@@ -402,8 +412,12 @@ func (r *PVCBackupReconciler) patchStatus(ctx context.Context, base, pb *storage
 	if equality.Semantic.DeepEqual(base.Status, pb.Status) {
 		return nil
 	}
-	if err := r.Status().Patch(ctx, pb, client.MergeFrom(base)); err != nil {
-		return fmt.Errorf("patch status: %w", client.IgnoreNotFound(err))
+	err := r.Status().Patch(ctx, pb, client.MergeFrom(base))
+	if apierrors.IsNotFound(err) {
+		return nil // deleted meanwhile: nothing left to report on
+	}
+	if err != nil {
+		return fmt.Errorf("patch status: %w", err)
 	}
 	return nil
 }

@@ -85,7 +85,10 @@ func (r *PVCRestoreReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	base := pr.DeepCopy()
 	s := &restoreScope{restore: pr, now: r.Clock.Now()}
 	err := phase.Run(ctx, s, r.resolveSource, r.resolveTarget, r.runJob)
-	if errors.Is(err, errFinished) {
+	switch {
+	case errors.Is(err, errStaleCache):
+		return ctrl.Result{RequeueAfter: staleCacheRetry}, nil
+	case errors.Is(err, errFinished):
 		err = nil
 	}
 	computeRestoreStatus(pr, s, err)
@@ -222,6 +225,9 @@ func (r *PVCRestoreReconciler) runJob(ctx context.Context, s *restoreScope) erro
 	job := &batchv1.Job{}
 	err := r.Get(ctx, client.ObjectKey{Namespace: pr.Namespace, Name: restoreJobName(pr)}, job)
 	if apierrors.IsNotFound(err) {
+		if err := ensureFresh(ctx, r.APIReader, pr); err != nil {
+			return err // the restore may have finished and its Job been deleted: never run it twice
+		}
 		job = desiredRestoreJob(s.backup, pr, r.MoverImage)
 		if err := controllerutil.SetControllerReference(pr, job, r.Scheme()); err != nil {
 			return err
