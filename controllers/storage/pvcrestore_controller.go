@@ -39,6 +39,7 @@ const (
 	ReasonBackupNotFound     = "BackupNotFound"     // True, failed: no such backup (or no manifest)
 	ReasonVerificationFailed = "VerificationFailed" // True, failed: the archive does not match its manifest
 	ReasonTargetNotEmpty     = "TargetNotEmpty"     // True, failed: overwrite is Refuse and the volume holds data
+	ReasonTargetNotWritable  = "TargetNotWritable"  // True, failed: the volume refused a write (permissions, full, read-only)
 	ReasonRestoreFailed      = "RestoreFailed"      // True, failed: any other mover failure
 )
 

@@ -198,15 +198,35 @@ func (ex *extractor) finishDirs() error {
 		if fi, err := os.Lstat(d.path); err != nil || !fi.IsDir() {
 			return fmt.Errorf("archive entry %q: directory was replaced by a later entry", d.name)
 		}
-		if err := ex.chown(func() error { return os.Lchown(d.path, d.uid, d.gid) }); err != nil {
+		// The destination itself belongs to the volume, not to the archive: a restore that does
+		// not own it (a non-root mover on a volume root owned by root and the fsGroup) leaves
+		// its owner, mode and mtime as they are and restores everything inside.
+		keep := func(err error) error {
+			if d.path == ex.dest && errors.Is(err, syscall.EPERM) {
+				return nil
+			}
+			return err
+		}
+		if err := ex.chown(func() error { return os.Lchown(d.path, d.uid, d.gid) }); keep(err) != nil {
 			return fmt.Errorf("archive entry %q: %w", d.name, err)
 		}
-		if err := os.Chmod(d.path, d.mode); err != nil {
+		if err := os.Chmod(d.path, d.mode); keep(err) != nil {
 			return fmt.Errorf("archive entry %q: %w", d.name, err)
 		}
-		if err := os.Chtimes(d.path, time.Time{}, d.mtime); err != nil {
+		if err := os.Chtimes(d.path, time.Time{}, d.mtime); keep(err) != nil {
 			return fmt.Errorf("archive entry %q: %w", d.name, err)
 		}
 	}
 	return nil
+}
+
+// IsTargetError tells whether err from Read is the destination refusing a write (permissions, a
+// read-only or full file system, a quota) rather than a damaged or hostile archive.
+func IsTargetError(err error) bool {
+	for _, errno := range []syscall.Errno{syscall.EACCES, syscall.EPERM, syscall.EROFS, syscall.ENOSPC, syscall.EDQUOT} {
+		if errors.Is(err, errno) {
+			return true
+		}
+	}
+	return false
 }

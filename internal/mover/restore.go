@@ -24,6 +24,7 @@ const (
 	ReasonVerificationFailed = "VerificationFailed"
 	ReasonTargetNotEmpty     = "TargetNotEmpty"
 	ReasonBackupNotFound     = "BackupNotFound"
+	ReasonTargetNotWritable  = "TargetNotWritable"
 )
 
 // ObjectReader is what a restore needs from S3.
@@ -100,6 +101,10 @@ func readBackup(ctx context.Context, store ObjectReader, archiveKey, manifestKey
 	if err != nil {
 		if ctx.Err() != nil {
 			return m, st, err
+		}
+		if archive.IsTargetError(err) {
+			return m, st, &restoreError{ReasonTargetNotWritable, fmt.Errorf("the target refused a write (%v): the mover runs as uid %d and needs a writable volume with room for the backup%s",
+				err, os.Getuid(), partial)}
 		}
 		return m, st, &restoreError{ReasonVerificationFailed, fmt.Errorf("archive %s is damaged (%v)%s", archiveKey, err, partial)}
 	}
