@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/operator-framework/api/pkg/manifests"
@@ -91,4 +92,53 @@ func TestBundlePassesOperatorFrameworkValidators(t *testing.T) {
 		t.Errorf("bundle is %d bytes, over 1 MiB", size)
 	}
 	t.Logf("bundle: %d bytes, %d objects besides the CSV", size, len(bundle.Objects))
+}
+
+// TestImagesMatchTheVersion checks bundle/ and every kept release: the manager runs the image the
+// CSV names (containerImage, tagged with the CSV's version), hands the same image to its mover
+// pods, and every image the Deployment uses is in relatedImages (what disconnected mirroring
+// copies).
+func TestImagesMatchTheVersion(t *testing.T) {
+	dirs, _ := filepath.Glob(filepath.Join(committed.root, "releases", "*", "manifests"))
+	dirs = append(dirs, filepath.Join(committed.root, "bundle", "manifests"))
+	for _, dir := range dirs {
+		data, err := os.ReadFile(filepath.Join(dir, packageName+".clusterserviceversion.yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var csv operatorsv1alpha1.ClusterServiceVersion
+		if err := yaml.Unmarshal(data, &csv); err != nil {
+			t.Fatal(err)
+		}
+		name := filepath.Base(filepath.Dir(dir)) + " (" + csv.Name + ")"
+		image := csv.Annotations["containerImage"]
+		if !strings.HasSuffix(image, ":v"+csv.Spec.Version.String()) {
+			t.Errorf("%s: containerImage %q is not tagged v%s", name, image, csv.Spec.Version)
+		}
+		related := map[string]bool{}
+		for _, r := range csv.Spec.RelatedImages {
+			related[r.Image] = true
+		}
+		for _, d := range csv.Spec.InstallStrategy.StrategySpec.DeploymentSpecs {
+			for _, c := range d.Spec.Template.Spec.Containers {
+				if c.Name == "manager" && c.Image != image {
+					t.Errorf("%s: the manager runs %q, containerImage is %q", name, c.Image, image)
+				}
+				if !related[c.Image] {
+					t.Errorf("%s: container %s image %q is not in relatedImages", name, c.Name, c.Image)
+				}
+				for _, e := range c.Env {
+					if !strings.HasPrefix(e.Name, "RELATED_IMAGE_") {
+						continue
+					}
+					if !related[e.Value] {
+						t.Errorf("%s: %s=%q is not in relatedImages", name, e.Name, e.Value)
+					}
+					if e.Name == "RELATED_IMAGE_MOVER" && e.Value != image {
+						t.Errorf("%s: the mover image %q is not the operator image %q", name, e.Value, image)
+					}
+				}
+			}
+		}
+	}
 }

@@ -105,6 +105,9 @@ func generate(o options) ([]file, error) {
 
 	// Install strategy: the Deployment, and the rules of the roles bound to its ServiceAccount.
 	dep := deployments[0]
+	if err := setOperatorImage(dep, o.image); err != nil {
+		return nil, err
+	}
 	sa := dep.Spec.Template.Spec.ServiceAccountName
 	strategy := operatorsv1alpha1.StrategyDetailsDeployment{
 		DeploymentSpecs: []operatorsv1alpha1.StrategyDeploymentSpec{{Name: dep.Name, Spec: dep.Spec, Label: dep.Labels}},
@@ -264,4 +267,25 @@ func marshal(obj any) ([]byte, error) {
 		delete(md, "creationTimestamp")
 	}
 	return yaml.Marshal(m)
+}
+
+// setOperatorImage points the manager container and the images it hands to its own pods (the
+// mover, RELATED_IMAGE_MOVER) at the released operator image, whatever config/manager was last
+// set to by make deploy.
+func setOperatorImage(dep *appsv1.Deployment, image string) error {
+	for i := range dep.Spec.Template.Spec.Containers {
+		c := &dep.Spec.Template.Spec.Containers[i]
+		if c.Name != "manager" {
+			continue
+		}
+		c.Image = image
+		for j := range c.Env {
+			if c.Env[j].Name == "RELATED_IMAGE_MOVER" {
+				c.Env[j].Value = image
+				return nil
+			}
+		}
+		return fmt.Errorf("deployment %s: the manager container has no RELATED_IMAGE_MOVER", dep.Name)
+	}
+	return fmt.Errorf("deployment %s has no container named manager", dep.Name)
 }

@@ -1,6 +1,9 @@
 package main
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // metadataFiles are the bundle's annotations, its scorecard configuration and bundle.Dockerfile,
 // with the same labels operator-sdk writes.
@@ -25,13 +28,30 @@ func metadataFiles(o options) []file {
 		"COPY bundle/manifests /manifests/\nCOPY bundle/metadata /metadata/\nCOPY bundle/tests/scorecard /tests/scorecard/\n"
 	return []file{
 		{"bundle/metadata/annotations.yaml", []byte(annotations)},
-		{"bundle/tests/scorecard/config.yaml", []byte(scorecardConfig)},
+		{"bundle/tests/scorecard/config.yaml", []byte(scorecardConfig(o.image))},
 		{"bundle.Dockerfile", []byte(dockerfile)},
 	}
 }
 
-// scorecardConfig runs the standard basic and OLM suites of operator-sdk's scorecard.
-const scorecardConfig = `apiVersion: scorecard.operatorframework.io/v1alpha3
+// okgoesScorecardTests are the tests of this operator's own scorecard image (scorecard/, make
+// scorecard-image); the scorecard module's tests check that the list and the binary agree.
+var okgoesScorecardTests = []string{
+	"alm-examples-have-spec", "crds-have-validation", "crds-have-resources",
+	"descriptors-cover-samples", "samples-ready", "invalid-rejected",
+}
+
+// scorecardConfig runs the standard basic and OLM suites of operator-sdk's scorecard, then the
+// okgoes suite from the scorecard image released with the operator image (same registry and tag).
+func scorecardConfig(operatorImage string) string {
+	image := strings.Replace(operatorImage, "/okgoes-operator:", "/okgoes-operator-scorecard:", 1)
+	cfg := standardScorecardStage + "- parallel: true\n  tests:\n"
+	for _, name := range okgoesScorecardTests {
+		cfg += fmt.Sprintf("  - entrypoint: [okgoes-scorecard, %s]\n    image: %s\n    labels: {suite: okgoes, test: %s}\n", name, image, name)
+	}
+	return cfg
+}
+
+const standardScorecardStage = `apiVersion: scorecard.operatorframework.io/v1alpha3
 kind: Configuration
 metadata:
   name: config
