@@ -9,9 +9,20 @@
 #   minio.tar     okgoes.local/minio:e2e            bin/minio, the test S3 server (hack/envtest-assets.sh minio)
 #   tools.tar     okgoes.local/tools:e2e            busybox (sh, find, sha256sum ...) for the e2e suite's helper pods
 #
-#   hack/images/build.sh [pause|operator|redis|minio|tools ...]   (default: all)
+# and, for the OLM suite (test/olm), images under the references the releases' CSVs name, so that
+# OLM's Deployments run them without a registry:
 #
-# The operator image is rebuilt on every call (the source changes); the others only when missing.
+#   olm.tar                 okgoes.local/olm:e2e    /bin/olm and /bin/catalog (hack/tools/olm/build.sh)
+#   opm.tar                 okgoes.local/opm:e2e    /bin/opm (hack/tools/opm/build.sh) + libraries, serves catalogs
+#   operator-v0.1.0.tar     quay.io/okgoes/okgoes-operator:v0.1.0   the manager of release 0.1.0, built
+#                           from its git commit ($FIRST_RELEASE_REF)
+#   operator-v0.2.0.tar,    quay.io/okgoes/okgoes-operator:v0.2.0, :v0.3.0   the current manager (it
+#   operator-v0.3.0.tar     is what 0.2.0 and 0.3.0 ship: both CRD versions, either storage version)
+#
+#   hack/images/build.sh [pause|operator|redis|minio|tools|olm|opm|releases ...]   (default: the e2e images)
+#
+# The operator images are rebuilt on every call (the source changes), but v0.1.0; the others only
+# when missing.
 # Debian's redis-server, redis-tools and busybox-static are installed when absent.
 set -euo pipefail
 
@@ -60,7 +71,7 @@ busybox_links() {
 build() {
 	local name=$1 dest=$out/$1.tar
 	case $name in
-	operator) ;;
+	operator | releases) ;;
 	*) if [ -f "$dest" ]; then return 0; fi ;;
 	esac
 	local start=$SECONDS
@@ -98,9 +109,51 @@ build() {
 		ociimage -ref "okgoes.local/tools:$tag" -o "$dest" -file /bin/busybox $(busybox_links) \
 			-dir /tmp=1777 -entrypoint /bin/sh
 		;;
+	olm)
+		"$root/hack/tools/olm/build.sh" "$out/olm-bin"
+		ociimage -ref "okgoes.local/olm:$tag" -o "$dest" -user 65532:65532 -file "/bin/olm=$out/olm-bin/olm" \
+			-file "/bin/catalog=$out/olm-bin/catalog" -dir /tmp=1777 -entrypoint /bin/olm
+		;;
+	opm)
+		"$root/hack/tools/opm/build.sh"
+		# shellcheck disable=SC2046 # one flag per word
+		ociimage -ref "okgoes.local/opm:$tag" -o "$dest" -user 65532:65532 $(closure "$root/bin/opm") \
+			-file "/bin/opm=$root/bin/opm" -dir /tmp=1777 -dir /catalogs -entrypoint /bin/opm
+		;;
+	releases)
+		release_images
+		return 0
+		;;
 	*) echo "images: unknown image $name" >&2; return 2 ;;
 	esac
 	echo "images: built $name ($(du -h "$dest" | cut -f1)) in $((SECONDS - start))s" >&2
+}
+
+# FIRST_RELEASE_REF is the commit of release 0.1.0 (test/upgrade builds its manager from it too).
+FIRST_RELEASE_REF=${FIRST_RELEASE_REF:-682e361}
+
+# release_images writes operator-v<version>.tar for every release the OLM suite installs.
+release_images() {
+	local start=$SECONDS dest=$out/operator-v0.1.0.tar
+	if [ ! -f "$dest" ]; then
+		if ! git -C "$root" cat-file -e "$FIRST_RELEASE_REF^{commit}" 2>/dev/null; then
+			git -C "$root" fetch --quiet --unshallow --tags || git -C "$root" fetch --quiet --tags
+		fi
+		local src
+		src=$(mktemp -d)
+		git -C "$root" archive "$FIRST_RELEASE_REF" | tar -x -C "$src"
+		(cd "$src" && CGO_ENABLED=0 go build -o "$out/manager-v0.1.0" .)
+		rm -rf "$src"
+		ociimage -ref "quay.io/okgoes/okgoes-operator:v0.1.0" -o "$dest" -user 65532:65532 \
+			-file "/manager=$out/manager-v0.1.0" -dir /tmp=1777 -entrypoint /manager
+	fi
+	(cd "$root" && CGO_ENABLED=0 go build -o "$root/bin/manager" .)
+	local v
+	for v in 0.2.0 0.3.0; do
+		ociimage -ref "quay.io/okgoes/okgoes-operator:v$v" -o "$out/operator-v$v.tar" -user 65532:65532 \
+			-file "/manager=$root/bin/manager" -dir /tmp=1777 -entrypoint /manager
+	done
+	echo "images: built the release images in $((SECONDS - start))s" >&2
 }
 
 if [ $# -eq 0 ]; then

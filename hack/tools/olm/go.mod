@@ -1,5 +1,5 @@
 // Module olm pins Operator Lifecycle Manager v0.31.0 (olm and catalog operators) for the OLM
-// end-to-end tests (hack/olm.sh). Its replace directives are OLM's own.
+// end-to-end tests (hack/tools/olm/build.sh). Its replace directives are OLM's own.
 module github.com/okgoes/okgoes-operator/hack/tools/olm
 
 go 1.26.0

@@ -1,6 +1,6 @@
 //go:build tools
 
-// Package tools pins the OLM commands hack/olm.sh builds (cmd/olm, cmd/catalog): the packages
+// Package tools pins the OLM commands hack/tools/olm/build.sh builds (cmd/olm, cmd/catalog): the packages
 // their main packages import, so that go mod tidy records every module they need.
 package tools
 
