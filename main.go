@@ -256,6 +256,9 @@ var webhookCRDs = []string{"rediscaches.cache.okgoes.com"}
 
 // +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,resourceNames=rediscaches.cache.okgoes.com,verbs=get
 // +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions/status,resourceNames=rediscaches.cache.okgoes.com,verbs=get;patch
+// The storage version migration rewrites every RedisCache unchanged, so that it is stored at the
+// new storage version, before it trims storedVersions:
+// +kubebuilder:rbac:groups=cache.okgoes.com,resources=rediscaches,verbs=update
 
 // provisionWebhookCerts, with --webhook-certs=self-signed, makes sure the webhook certificate
 // exists (in its Secret and in the cert dir) before the webhook server starts, and returns the

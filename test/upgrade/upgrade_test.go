@@ -20,7 +20,9 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -29,6 +31,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/yaml"
 
@@ -41,6 +44,9 @@ const crdName = "rediscaches.cache.okgoes.com"
 
 // firstReleaseRef is the commit of release 0.1.0 (tag v0.1.0); the test builds its manager.
 const firstReleaseRef = "682e361"
+
+// managerUser is who the managers authenticate as.
+const managerUser = "okgoes-operator"
 
 type story struct {
 	t       *testing.T
@@ -73,7 +79,9 @@ func TestUpgradeStory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	user, err := env.AddUser(envtest.User{Name: "okgoes-operator", Groups: []string{"system:masters"}}, nil)
+	// The managers run as a user holding only what each release grants its ServiceAccount (see
+	// grant), so a permission a release forgot fails here, as it would under OLM.
+	user, err := env.AddUser(envtest.User{Name: managerUser}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -258,6 +266,7 @@ func (s *story) webhookArgs(port string) []string {
 }
 
 func (s *story) startManager(name, bin string, extra ...string) *manager {
+	s.grant(strings.TrimSuffix(name, "-rollback"), slices.Contains(extra, "--webhook-certs=self-signed"))
 	m := &manager{t: s.t, name: name, log: filepath.Join(s.t.TempDir(), name+".log"), done: make(chan struct{})}
 	logFile, err := os.Create(m.log)
 	if err != nil {
@@ -305,6 +314,75 @@ func tail(b []byte, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// grant gives managerUser exactly the permissions of a release: the clusterPermissions and
+// permissions of its CSV (what OLM grants the ServiceAccount), plus, for a manager that makes
+// its own webhook certificate, the rules of config/webhook (what make deploy adds). It replaces
+// whatever an earlier release granted.
+func (s *story) grant(release string, selfSigned bool) {
+	data, err := os.ReadFile(filepath.Join(s.root, "releases", release, "manifests", "okgoes-operator.clusterserviceversion.yaml"))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	var csv struct {
+		Spec struct {
+			Install struct {
+				Spec struct {
+					ClusterPermissions []struct{ Rules []rbacv1.PolicyRule } `json:"clusterPermissions"`
+					Permissions        []struct{ Rules []rbacv1.PolicyRule } `json:"permissions"`
+				} `json:"spec"`
+			} `json:"install"`
+		} `json:"spec"`
+	}
+	if err := yaml.Unmarshal(data, &csv); err != nil {
+		s.t.Fatal(err)
+	}
+	var cluster, namespaced []rbacv1.PolicyRule
+	for _, p := range csv.Spec.Install.Spec.ClusterPermissions {
+		cluster = append(cluster, p.Rules...)
+	}
+	for _, p := range csv.Spec.Install.Spec.Permissions {
+		namespaced = append(namespaced, p.Rules...)
+	}
+	if selfSigned {
+		data, err := os.ReadFile(filepath.Join(s.root, "config", "webhook", "cert_role.yaml"))
+		if err != nil {
+			s.t.Fatal(err)
+		}
+		for _, doc := range strings.Split(string(data), "\n---\n") {
+			var role rbacv1.ClusterRole // a Role has the same shape
+			if err := yaml.Unmarshal([]byte(doc), &role); err != nil {
+				s.t.Fatal(err)
+			}
+			switch role.Kind {
+			case "ClusterRole":
+				cluster = append(cluster, role.Rules...)
+			case "Role":
+				namespaced = append(namespaced, role.Rules...)
+			}
+		}
+	}
+	subject := []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: managerUser}}
+	for _, r := range []struct {
+		name  string
+		rules []rbacv1.PolicyRule
+		bind  client.Object
+	}{
+		{"okgoes-operator-cluster", cluster, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "okgoes-operator-cluster"},
+			Subjects: subject, RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "okgoes-operator-cluster"}}},
+		{"okgoes-operator-namespaced", namespaced, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "okgoes-operator", Namespace: s.ns},
+			Subjects: subject, RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "okgoes-operator-namespaced"}}},
+	} {
+		role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: r.name}}
+		if _, err := controllerutil.CreateOrUpdate(s.ctx, s.k8s, role, func() error { role.Rules = r.rules; return nil }); err != nil {
+			s.t.Fatal(err)
+		}
+		if err := s.k8s.Create(s.ctx, r.bind); err != nil && !apierrors.IsAlreadyExists(err) {
+			s.t.Fatal(err)
+		}
+	}
+	s.t.Logf("granted the RBAC of release %s (self-signed webhook: %v): %d cluster rules, %d namespaced", release, selfSigned, len(cluster), len(namespaced))
 }
 
 // --- the API server side ---
