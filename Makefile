@@ -173,5 +173,10 @@ cluster-down: ## Stop the local cluster and remove everything it made.
 	hack/local-cluster.sh down
 
 .PHONY: test-e2e
-test-e2e: ## End-to-end suite on real pods: local cluster (up and down unless running), make deploy, tests. E2E_CLUSTER=existing: the cluster of $KUBECONFIG.
+test-e2e: ## End-to-end suites on real pods: the e2e suite (make deploy), then the OLM suite (test-olm), each on a local cluster of its own unless one runs. E2E_CLUSTER=existing: the cluster of $KUBECONFIG.
 	hack/local-cluster.sh e2e
+	hack/local-cluster.sh olm
+
+.PHONY: test-olm
+test-olm: ## OLM suite: OLM v0.31.0 installs the operator from a catalog of releases/, upgrades it 0.1.0 -> 0.2.0 -> 0.3.0, scorecard, uninstall.
+	hack/local-cluster.sh olm

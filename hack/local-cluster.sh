@@ -12,6 +12,9 @@
 #                                  rebuilt and imported again), or on one it brings up and tears
 #                                  down afterwards (E2E_KEEP_CLUSTER=1 keeps it); with
 #                                  E2E_CLUSTER=existing on the cluster of $KUBECONFIG instead
+#   hack/local-cluster.sh olm      the OLM suite (TestOLM in test/e2e): OLM v0.31.0 installs the
+#                                  operator from a catalog of releases/ and upgrades it; same
+#                                  cluster rules as e2e, on a cluster without the operator
 #
 # Parts: kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kube-proxy and kubectl from
 # the wrapper module hack/tools/k8s, etcd from hack/tools/etcd, all through hack/envtest-assets.sh's
@@ -581,10 +584,21 @@ cmd_status() {
 	[ -f "$KUBECONFIG" ] && kubectl get nodes -o wide
 }
 
-# cmd_e2e runs test/e2e. On the local cluster the images are the ones just built; E2E_IMG is the
-# content-addressed operator tag (hack/images/build.sh), which `make deploy` puts in the manifests.
+# cmd_e2e runs a suite of test/e2e: "e2e" (the operator deployed with make deploy) or "olm" (the
+# operator installed and upgraded by OLM, TestOLM). On the local cluster the images are the ones
+# just built; E2E_IMG is the content-addressed operator tag (hack/images/build.sh), which `make
+# deploy` puts in the manifests. The OLM suite needs a cluster without the operator: with no local
+# cluster running it brings up its own, like the e2e suite.
 cmd_e2e() {
-	local brought_up=0 rc=0
+	local suite=${1:-e2e} brought_up=0 rc=0
+	local -a go_test=(go test -tags e2e ./test/e2e/ -count=1 -v -timeout "${E2E_TIMEOUT:-30m}")
+	if [ "$suite" = olm ]; then
+		"$root/hack/images/build.sh" olm opm releases redis-sample
+		export E2E_OLM=1
+		go_test+=(-run '^TestOLM$')
+	else
+		go_test+=(-skip '^TestOLM$')
+	fi
 	if [ "${E2E_CLUSTER:-local}" = local ]; then
 		if running kube-apiserver && running kubelet; then
 			log "using the running local cluster"
@@ -604,8 +618,8 @@ cmd_e2e() {
 		log "using the cluster of KUBECONFIG=${KUBECONFIG} (images must be there already: see docs/testing.md)"
 	fi
 	local start_time=$SECONDS
-	(cd "$root" && go test -tags e2e ./test/e2e/ -count=1 -v -timeout "${E2E_TIMEOUT:-30m}") || rc=$?
-	log "e2e suite: $((SECONDS - start_time))s (exit $rc)"
+	(cd "$root" && "${go_test[@]}") || rc=$?
+	log "$suite suite: $((SECONDS - start_time))s (exit $rc)"
 	if [ $brought_up = 1 ] && [ "${E2E_KEEP_CLUSTER:-0}" != 1 ]; then
 		trap - EXIT
 		cmd_down
@@ -619,7 +633,8 @@ up) cmd_up ;;
 down) cmd_down ;;
 status) cmd_status ;;
 env) echo "export KUBECONFIG=$KUBECONFIG" ;;
-e2e) cmd_e2e ;;
+e2e) cmd_e2e e2e ;;
+olm) cmd_e2e olm ;;
 *)
 	sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//' >&2
 	exit 2

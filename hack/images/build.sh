@@ -13,13 +13,17 @@
 # OLM's Deployments run them without a registry:
 #
 #   olm.tar                 okgoes.local/olm:e2e    /bin/olm and /bin/catalog (hack/tools/olm/build.sh)
+#   redis-sample.tar        docker.io/library/redis:7.4-alpine   the redis image above under the
+#                           reference the CRD defaults to, as an air-gapped mirror would hold it
+#                           (the scorecard's samples name no image)
 #   opm.tar                 okgoes.local/opm:e2e    /bin/opm (hack/tools/opm/build.sh) + libraries, serves catalogs
 #   operator-v0.1.0.tar     quay.io/okgoes/okgoes-operator:v0.1.0   the manager of release 0.1.0, built
 #                           from its git commit ($FIRST_RELEASE_REF)
 #   operator-v0.2.0.tar,    quay.io/okgoes/okgoes-operator:v0.2.0, :v0.3.0   the current manager (it
 #   operator-v0.3.0.tar     is what 0.2.0 and 0.3.0 ship: both CRD versions, either storage version)
 #
-#   hack/images/build.sh [pause|operator|redis|minio|tools|olm|opm|releases ...]   (default: the e2e images)
+#   hack/images/build.sh [pause|operator|redis|minio|tools|olm|opm|releases|redis-sample ...]
+#   (default: the e2e images)
 #
 # The operator images are rebuilt on every call (the source changes), but v0.1.0; the others only
 # when missing.
@@ -102,6 +106,14 @@ build() {
 		"$root/hack/envtest-assets.sh" minio
 		ociimage -ref "okgoes.local/minio:$tag" -o "$dest" -user 1000:1000 -file "/minio=$root/bin/minio" \
 			-dir /data=1777 -dir /tmp=1777 -env PATH=/ -env HOME=/tmp -entrypoint /minio
+		;;
+	redis-sample)
+		build redis
+		need_debs redis-server redis-tools busybox-static
+		# shellcheck disable=SC2046 # one flag per word
+		ociimage -ref "docker.io/library/redis:7.4-alpine" -o "$dest" -user 999:999 \
+			$(closure /usr/bin/redis-server /usr/bin/redis-cli) -file /bin/busybox \
+			$(busybox_links) -dir /data=1777 -dir /etc/redis -dir /tmp=1777 -entrypoint redis-server
 		;;
 	tools)
 		need_debs busybox-static

@@ -75,11 +75,14 @@ func run(m *testing.M) int {
 		toolsImage:      env("E2E_TOOLS_IMAGE", "okgoes.local/tools:e2e"),
 		storageClass:    os.Getenv("E2E_STORAGE_CLASS"),
 		hostPathDir:     env("E2E_HOSTPATH_DIR", "/var/lib/okgoes-cluster/volumes"),
-		skipDeploy:      os.Getenv("E2E_SKIP_DEPLOY") == "1",
+		skipDeploy:      os.Getenv("E2E_SKIP_DEPLOY") == "1" || os.Getenv("E2E_OLM") == "1", // OLM installs it (olm_test.go)
 		artifacts:       env("E2E_ARTIFACTS", filepath.Join(root, "bin", "e2e-artifacts")),
 		operatorNS:      "okgoes-system",
 		operatorPrefix:  "okgoes-operator-",
 		managerSelector: "control-plane=controller-manager",
+	}
+	if os.Getenv("E2E_OLM") == "1" {
+		cfg.operatorNS = olmOperatorNS
 	}
 	if os.Getenv("KUBECONFIG") == "" {
 		fmt.Fprintln(os.Stderr, "e2e: KUBECONFIG is not set: run `make test-e2e` (local cluster), or set KUBECONFIG to a cluster")

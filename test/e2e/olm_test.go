@@ -1,0 +1,707 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// The OLM suite (E2E_OLM=1: hack/local-cluster.sh olm, run by make test-e2e after the e2e suite,
+// on a cluster of its own): the real Operator Lifecycle Manager v0.31.0 installs the operator from
+// a file-based catalog of releases/ and upgrades it through the stable channel, release by release,
+// as a cluster operator with a Manual-approval Subscription sees it.
+const (
+	olmNamespace     = "olm"              // OLM's own namespace, also its global catalog namespace
+	olmOperatorNS    = "okgoes-operators" // where the Subscription installs the operator
+	olmPackage       = "okgoes-operator"
+	olmCatalogSource = "okgoes-catalog"
+	olmImage         = "okgoes.local/olm:e2e" // hack/images/build.sh olm
+	opmImage         = "okgoes.local/opm:e2e" // hack/images/build.sh opm
+	olmModule        = "github.com/operator-framework/operator-lifecycle-manager"
+)
+
+var (
+	gvkCatalogSource = schema.FromAPIVersionAndKind("operators.coreos.com/v1alpha1", "CatalogSource")
+	gvkSubscription  = schema.FromAPIVersionAndKind("operators.coreos.com/v1alpha1", "Subscription")
+	gvkInstallPlan   = schema.FromAPIVersionAndKind("operators.coreos.com/v1alpha1", "InstallPlan")
+	gvkCSV           = schema.FromAPIVersionAndKind("operators.coreos.com/v1alpha1", "ClusterServiceVersion")
+	gvkCRD           = schema.FromAPIVersionAndKind("apiextensions.k8s.io/v1", "CustomResourceDefinition")
+)
+
+func TestOLM(t *testing.T) {
+	if os.Getenv("E2E_OLM") != "1" {
+		t.Skip("the OLM suite runs with E2E_OLM=1 on a cluster without the operator: hack/local-cluster.sh olm")
+	}
+	s := &olmStory{t: t}
+	t.Cleanup(s.report)
+	if failed := s.step("preconditions: no okgoes CRDs yet, the release images are on the node", s.preconditions); failed {
+		return
+	}
+	steps := []struct {
+		name string
+		run  func()
+	}{
+		{"install OLM v0.31.0: its CRDs server-side, then the olm and catalog operators", s.installOLM},
+		{"publish a catalog holding 0.1.0 (opm serve in a pod, CatalogSource in olm)", func() { s.publish("0.1.0") }},
+		{"subscribe to stable (Manual, startingCSV 0.1.0), approve: CRDs first, then the operator runs", s.install},
+		{"0.1.0 at work: a RedisCache with real Redis pods is Ready, a PVCBackup uploads to MinIO", s.workloads},
+		{"publish 0.2.0 and approve: CRD with v1beta1 first, new manager, conversion through OLM's certificates", s.upgradeTo020},
+		{"publish 0.3.0 and approve: storage version v1beta1, storedVersions migrated, a second backup", s.upgradeTo030},
+		{"scorecard: the okgoes tests against the installed operator", s.scorecard},
+		{"uninstall (Subscription and CSV deleted): operator gone, CRDs, custom resources and S3 backups kept", s.uninstall},
+	}
+	for _, st := range steps {
+		if s.step(st.name, st.run) {
+			return
+		}
+	}
+}
+
+// olmStory is the state the steps of the OLM suite hand on to each other.
+type olmStory struct {
+	t        *testing.T
+	olmDir   string // the OLM module's source (its deploy/ manifests)
+	times    []string
+	catalogN int // catalogs published so far
+
+	ns       string // the workloads' namespace
+	s3       *s3Server
+	cache    *unstructured.Unstructured // created at v1alpha1 under 0.1.0
+	beta     *unstructured.Unstructured // created at v1beta1 under 0.2.0
+	backup   *unstructured.Unstructured
+	firstKey string // the S3 key of the first backup
+}
+
+// step runs one step, records how long it took, and reports whether it failed.
+func (s *olmStory) step(name string, run func()) (failed bool) {
+	s.t.Helper()
+	start := time.Now()
+	ok := s.t.Run(strings.ReplaceAll(name, "/", "-"), func(t *testing.T) {
+		prev := s.t
+		s.t = t
+		defer func() { s.t = prev }()
+		run()
+	})
+	line := fmt.Sprintf("%-6s %7.1fs  %s", map[bool]string{true: "ok", false: "FAILED"}[ok], time.Since(start).Seconds(), name)
+	s.times = append(s.times, line)
+	return !ok
+}
+
+// report prints each step with its duration (and writes it next to the failure dumps), and on
+// failure dumps OLM and the operator.
+func (s *olmStory) report() {
+	summary := "OLM suite steps:\n" + strings.Join(s.times, "\n") + "\n"
+	s.t.Log(summary)
+	_ = os.MkdirAll(cfg.artifacts, 0o755)
+	_ = os.WriteFile(filepath.Join(cfg.artifacts, "olm-steps.txt"), []byte(summary), 0o644)
+	if s.t.Failed() {
+		for _, ns := range []string{olmNamespace, olmOperatorNS} {
+			dumpNamespace(s.t, ns)
+		}
+		out, _ := kubectl("get", "subscriptions,installplans,csv,catalogsources,operatorgroups", "-A", "-o", "yaml")
+		_ = os.WriteFile(filepath.Join(cfg.artifacts, "olm-objects.yaml"), []byte(out), 0o644)
+		for _, d := range []string{"olm-operator", "catalog-operator"} {
+			out, _ := kubectl("-n", olmNamespace, "logs", "deploy/"+d, "--tail=200")
+			s.t.Logf("----- last lines of %s:\n%s", d, out)
+		}
+	}
+}
+
+func (s *olmStory) preconditions() {
+	crd := &unstructured.Unstructured{}
+	crd.SetGroupVersionKind(gvkCRD)
+	err := k8s.Get(ctx, types.NamespacedName{Name: "rediscaches.cache.okgoes.com"}, crd)
+	if err == nil && crd.GetLabels()["operators.coreos.com/"+olmPackage+"."+olmOperatorNS] == "" {
+		s.t.Fatal("the cluster already has the okgoes CRDs, not from OLM (make deploy?): run the OLM suite on a cluster without them (hack/local-cluster.sh olm brings one up)")
+	}
+	if err == nil {
+		s.t.Fatal("the cluster already has an OLM installation of okgoes-operator: run the OLM suite on a fresh cluster")
+	}
+	list := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", olmModule)
+	list.Dir = filepath.Join(cfg.root, "hack", "tools", "olm") // the module that pins OLM
+	list.Env = append(os.Environ(), "GONOSUMDB=github.com/operator-framework,github.com/openshift")
+	out, err := list.CombinedOutput()
+	if err != nil {
+		s.t.Fatalf("locate OLM's manifests (hack/tools/olm): %v\n%s", err, out)
+	}
+	s.olmDir = strings.TrimSpace(string(out))
+	if s.olmDir == "" {
+		s.t.Fatalf("OLM's module is not in the module cache: run hack/tools/olm/build.sh")
+	}
+}
+
+// installOLM installs OLM from its own quickstart manifests, as `operator-sdk olm install` does,
+// with three changes: the CRDs come from deploy/chart/crds (the quickstart's crds.yaml lacks
+// OLMConfig, which the olm operator waits for), the images are the locally built okgoes.local/olm
+// and okgoes.local/opm, and the packageserver CSV and the operatorhub.io CatalogSource are left
+// out (no registry, no aggregated API needed to subscribe).
+func (s *olmStory) installOLM() {
+	crds := filepath.Join(s.olmDir, "deploy", "chart", "crds")
+	if out, err := kubectl("apply", "--server-side", "-f", crds); err != nil {
+		s.t.Fatalf("apply OLM CRDs: %v\n%s", err, out)
+	}
+	if out, err := kubectl("wait", "--for=condition=Established", "--timeout=60s", "-f", crds); err != nil {
+		s.t.Fatalf("OLM CRDs not established: %v\n%s", err, out)
+	}
+	data, err := os.ReadFile(filepath.Join(s.olmDir, "deploy", "upstream", "quickstart", "olm.yaml"))
+	must(s.t, err)
+	manifest := renderOLM(string(data))
+	if out, err := kubectlIn(manifest, "apply", "--server-side", "-f", "-"); err != nil {
+		s.t.Fatalf("apply OLM: %v\n%s", err, out)
+	}
+	for _, d := range []string{"olm-operator", "catalog-operator"} {
+		if out, err := kubectl("-n", olmNamespace, "rollout", "status", "deployment/"+d, "--timeout=180s"); err != nil {
+			s.t.Fatalf("%s: %v\n%s", d, err, out)
+		}
+	}
+}
+
+var upstreamOLMImage = regexp.MustCompile(`quay\.io/operator-framework/olm@sha256:[0-9a-f]+`)
+
+// renderOLM adapts OLM's quickstart olm.yaml to this cluster (see installOLM).
+func renderOLM(manifest string) string {
+	var docs []string
+	for _, doc := range strings.Split(manifest, "\n---") {
+		if regexp.MustCompile(`(?m)^kind: (ClusterServiceVersion|CatalogSource)\s*$`).MatchString(doc) {
+			continue
+		}
+		doc = upstreamOLMImage.ReplaceAllString(doc, olmImage)
+		// The catalog operator's flags are spelled with one dash upstream; its cobra wants two.
+		doc = strings.ReplaceAll(doc, "- '-namespace'", "- --namespace")
+		doc = strings.ReplaceAll(doc, "- -configmapServerImage=quay.io/operator-framework/configmap-operator-registry:latest",
+			"- --configmapServerImage="+opmImage+"\n          - --opmImage="+opmImage)
+		doc = strings.ReplaceAll(doc, "- -util-image", "- --util-image")
+		docs = append(docs, doc)
+	}
+	return strings.Join(docs, "\n---")
+}
+
+// publish renders the catalog of releases/ up to version (hack/catalog, the registry-less form:
+// every manifest in olm.bundle.object properties, so OLM needs no bundle image) and serves it
+// with `opm serve` in a pod; the CatalogSource is pointed at it, as publishing a new catalog image
+// would. The previous catalog's pod is removed.
+func (s *olmStory) publish(version string) {
+	s.catalogN++
+	name := fmt.Sprintf("okgoes-catalog-%d", s.catalogN)
+	root := s.t.TempDir()
+	dirs, err := filepath.Glob(filepath.Join(cfg.root, "releases", "*.*.*"))
+	must(s.t, err)
+	must(s.t, os.MkdirAll(filepath.Join(root, "releases"), 0o755))
+	var included []string
+	for _, dir := range dirs {
+		if v := filepath.Base(dir); semverLE(v, version) {
+			if out, err := exec.Command("cp", "-r", dir, filepath.Join(root, "releases", v)).CombinedOutput(); err != nil {
+				s.t.Fatalf("copy %s: %v\n%s", dir, err, out)
+			}
+			included = append(included, v)
+		}
+	}
+	cmd := exec.Command("go", "run", ".", "--root", root, "--out", filepath.Join(root, "catalog"), "--bundle-images=false", "--channel", "stable")
+	cmd.Dir = filepath.Join(cfg.root, "hack", "catalog")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		s.t.Fatalf("render the catalog: %v\n%s", err, out)
+	}
+	fbc, err := os.ReadFile(filepath.Join(root, "catalog", olmPackage, "catalog.yaml"))
+	must(s.t, err)
+	s.t.Logf("catalog %s: releases %v, %d bytes", name, included, len(fbc))
+
+	labels := map[string]string{"app": name}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: olmNamespace, Name: name}, Data: map[string]string{"catalog.yaml": string(fbc)}}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: olmNamespace, Name: name, Labels: labels},
+		Spec: corev1.PodSpec{
+			AutomountServiceAccountToken: ptr.To(false),
+			SecurityContext:              &corev1.PodSecurityContext{RunAsNonRoot: ptr.To(true), SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
+			Containers: []corev1.Container{{
+				Name: "opm", Image: opmImage, ImagePullPolicy: corev1.PullIfNotPresent,
+				Args:           []string{"serve", "/configs", "--port", "50051"},
+				Env:            []corev1.EnvVar{{Name: "TMPDIR", Value: "/tmp"}},
+				Ports:          []corev1.ContainerPort{{Name: "grpc", ContainerPort: 50051}},
+				ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(50051)}}, PeriodSeconds: 1},
+				SecurityContext: &corev1.SecurityContext{AllowPrivilegeEscalation: ptr.To(false), ReadOnlyRootFilesystem: ptr.To(true),
+					Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}},
+				VolumeMounts: []corev1.VolumeMount{
+					// subPath: opm reads every file under /configs, and a ConfigMap volume has ..data links.
+					{Name: "catalog", MountPath: "/configs/" + olmPackage + "/catalog.yaml", SubPath: "catalog.yaml", ReadOnly: true},
+					{Name: "tmp", MountPath: "/tmp"},
+				},
+			}},
+			Volumes: []corev1.Volume{
+				{Name: "catalog", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: name}}}},
+				{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+			},
+		},
+	}
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: olmNamespace, Name: name},
+		Spec: corev1.ServiceSpec{Selector: labels, Ports: []corev1.ServicePort{{Name: "grpc", Port: 50051, TargetPort: intstr.FromInt32(50051)}}}}
+	for _, o := range []client.Object{cm, pod, svc} {
+		must(s.t, k8s.Create(ctx, o))
+	}
+	eventually(s.t, "catalog pod "+name+" ready", 2*time.Minute, func() (bool, string) {
+		got := &corev1.Pod{}
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(pod), got); err != nil {
+			return false, err.Error()
+		}
+		return podReady(got), string(got.Status.Phase)
+	})
+	must(s.t, k8s.Get(ctx, client.ObjectKeyFromObject(svc), svc))
+	address := svc.Spec.ClusterIP + ":50051" // no cluster DNS here: the Service's address
+
+	cs := &unstructured.Unstructured{}
+	cs.SetGroupVersionKind(gvkCatalogSource)
+	cs.SetNamespace(olmNamespace)
+	cs.SetName(olmCatalogSource)
+	if s.catalogN == 1 {
+		cs.Object["spec"] = map[string]any{"sourceType": "grpc", "address": address, "displayName": "okgoes (e2e)", "publisher": "okgoes"}
+		must(s.t, k8s.Create(ctx, cs))
+	} else {
+		patch := fmt.Sprintf(`{"spec":{"address":%q}}`, address)
+		must(s.t, k8s.Patch(ctx, cs, client.RawPatch(types.MergePatchType, []byte(patch))))
+		old := fmt.Sprintf("okgoes-catalog-%d", s.catalogN-1)
+		for _, o := range []client.Object{&corev1.Pod{}, &corev1.Service{}, &corev1.ConfigMap{}} {
+			o.SetNamespace(olmNamespace)
+			o.SetName(old)
+			if err := k8s.Delete(ctx, o); err != nil && !apierrors.IsNotFound(err) {
+				s.t.Errorf("delete %T %s: %v", o, old, err)
+			}
+		}
+	}
+	eventually(s.t, "CatalogSource connected to "+address, 2*time.Minute, func() (bool, string) {
+		got := get(s.t, cs)
+		return str(got, "status", "connectionState", "address") == address &&
+			str(got, "status", "connectionState", "lastObservedState") == "READY", statusJSON(got)
+	})
+}
+
+// semverLE reports a <= b for x.y.z versions.
+func semverLE(a, b string) bool {
+	var pa, pb [3]int
+	if n, _ := fmt.Sscanf(a, "%d.%d.%d", &pa[0], &pa[1], &pa[2]); n != 3 {
+		return false
+	}
+	fmt.Sscanf(b, "%d.%d.%d", &pb[0], &pb[1], &pb[2])
+	return slices.Compare(pa[:], pb[:]) <= 0
+}
+
+// install subscribes the way a cluster operator does (docs/install.md): a namespace enforcing the
+// restricted Pod Security Standard, an OperatorGroup for all namespaces, a Subscription to stable
+// with Manual approval starting at 0.1.0; then approves the InstallPlan.
+func (s *olmStory) install() {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: olmOperatorNS, Labels: map[string]string{
+		"pod-security.kubernetes.io/enforce": "restricted", "pod-security.kubernetes.io/enforce-version": "latest"}}}
+	must(s.t, k8s.Create(ctx, ns))
+	manifest := fmt.Sprintf(`apiVersion: operators.coreos.com/v1
+kind: OperatorGroup
+metadata: {name: okgoes, namespace: %[1]s}
+spec: {}
+---
+apiVersion: operators.coreos.com/v1alpha1
+kind: Subscription
+metadata: {name: %[2]s, namespace: %[1]s}
+spec:
+  channel: stable
+  name: %[2]s
+  source: %[3]s
+  sourceNamespace: %[4]s
+  installPlanApproval: Manual
+  startingCSV: %[2]s.v0.1.0
+`, olmOperatorNS, olmPackage, olmCatalogSource, olmNamespace)
+	if out, err := kubectlIn(manifest, "apply", "-f", "-"); err != nil {
+		s.t.Fatalf("subscribe: %v\n%s", err, out)
+	}
+	plan := s.approve("0.1.0")
+	var crds []string
+	for _, step := range nestedSlice(plan, "status", "plan") {
+		if res, _ := step["resource"].(map[string]any); res["kind"] == "CustomResourceDefinition" {
+			crds = append(crds, fmt.Sprint(res["name"]))
+		}
+	}
+	slices.Sort(crds)
+	if want := []string{"pvcbackups.storage.okgoes.com", "pvcrestores.storage.okgoes.com", "rediscaches.cache.okgoes.com"}; !slices.Equal(crds, want) {
+		s.t.Errorf("the InstallPlan installs CRDs %v, want %v", crds, want)
+	}
+	dep := s.waitInstalled("0.1.0")
+	// CRD ahead of the controller: every CRD existed, established, before the Deployment did.
+	for _, name := range crds {
+		crd := s.crd(name)
+		if crd.GetCreationTimestamp().After(dep.CreationTimestamp.Time) {
+			s.t.Errorf("CRD %s created at %s, after the operator's Deployment (%s)", name, crd.GetCreationTimestamp(), dep.CreationTimestamp)
+		}
+	}
+}
+
+// approve waits for the InstallPlan that installs version, checks it waits for approval, approves
+// it and waits until OLM has carried it out.
+func (s *olmStory) approve(version string) *unstructured.Unstructured {
+	csv := olmPackage + ".v" + version
+	var plan *unstructured.Unstructured
+	eventually(s.t, "an InstallPlan for "+csv+" awaiting approval", 3*time.Minute, func() (bool, string) {
+		list := &unstructured.UnstructuredList{}
+		list.SetGroupVersionKind(gvkInstallPlan)
+		if err := k8s.List(ctx, list, client.InNamespace(olmOperatorNS)); err != nil {
+			return false, err.Error()
+		}
+		var seen []string
+		for i := range list.Items {
+			p := &list.Items[i]
+			names, _, _ := unstructured.NestedStringSlice(p.Object, "spec", "clusterServiceVersionNames")
+			seen = append(seen, fmt.Sprintf("%s %v phase=%s", p.GetName(), names, str(p, "status", "phase")))
+			if slices.Contains(names, csv) && str(p, "status", "phase") == "RequiresApproval" {
+				plan = p
+				return true, ""
+			}
+		}
+		return false, strings.Join(seen, "; ")
+	})
+	s.t.Logf("InstallPlan %s for %s: approving", plan.GetName(), csv)
+	must(s.t, k8s.Patch(ctx, plan, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"approved":true}}`))))
+	eventually(s.t, "InstallPlan "+plan.GetName()+" complete", 3*time.Minute, func() (bool, string) {
+		plan = get(s.t, plan)
+		if str(plan, "status", "phase") == "Failed" {
+			s.t.Fatalf("InstallPlan failed:\n%s", statusJSON(plan))
+		}
+		return str(plan, "status", "phase") == "Complete", str(plan, "status", "phase")
+	})
+	return plan
+}
+
+// waitInstalled waits for the CSV of version to succeed and its manager to be rolled out, ready,
+// running the release's image, and returns the operator's Deployment.
+func (s *olmStory) waitInstalled(version string) *appsv1.Deployment {
+	csv := &unstructured.Unstructured{}
+	csv.SetGroupVersionKind(gvkCSV)
+	csv.SetNamespace(olmOperatorNS)
+	csv.SetName(olmPackage + ".v" + version)
+	eventually(s.t, "CSV "+csv.GetName()+" Succeeded", 4*time.Minute, func() (bool, string) {
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(csv), csv); err != nil {
+			return false, err.Error()
+		}
+		return str(csv, "status", "phase") == "Succeeded", str(csv, "status", "phase") + ": " + str(csv, "status", "message")
+	})
+	image := "quay.io/okgoes/okgoes-operator:v" + version
+	dep := &appsv1.Deployment{}
+	eventually(s.t, "the "+version+" manager rolled out and ready", 3*time.Minute, func() (bool, string) {
+		if err := k8s.Get(ctx, types.NamespacedName{Namespace: olmOperatorNS, Name: "okgoes-operator-controller-manager"}, dep); err != nil {
+			return false, err.Error()
+		}
+		pods := podsOf(s.t, olmOperatorNS, map[string]string{"control-plane": "controller-manager"})
+		var state []string
+		ready := 0
+		for _, p := range pods {
+			state = append(state, fmt.Sprintf("%s %s ready=%v", p.Name, p.Spec.Containers[0].Image, podReady(&p)))
+			if p.Spec.Containers[0].Image == image && podReady(&p) && p.DeletionTimestamp == nil {
+				ready++
+			}
+		}
+		return ready == 1 && len(pods) == 1 && dep.Status.UpdatedReplicas == 1 && dep.Status.AvailableReplicas == 1, strings.Join(state, "; ")
+	})
+	return dep
+}
+
+func (s *olmStory) crd(name string) *unstructured.Unstructured {
+	crd := &unstructured.Unstructured{}
+	crd.SetGroupVersionKind(gvkCRD)
+	must(s.t, k8s.Get(ctx, types.NamespacedName{Name: name}, crd))
+	return crd
+}
+
+// workloads runs what users run on 0.1.0: a RedisCache (v1alpha1, the only version 0.1.0 has)
+// and a PVCBackup to a MinIO in the cluster, through the operator OLM installed.
+func (s *olmStory) workloads() {
+	// The namespace outlives this step: the later steps check these objects.
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "olm-workloads-" + randomSuffix()}}
+	must(s.t, k8s.Create(ctx, ns))
+	s.ns = ns.Name
+	s.cache = object(s.t, fmt.Sprintf(`
+apiVersion: cache.okgoes.com/v1alpha1
+kind: RedisCache
+metadata: {name: sessions, namespace: %s}
+spec:
+  replicas: 1
+  image: %s
+  resources:
+    limits: {memory: 128Mi}
+  eviction: {policy: allkeys-lfu, maxMemory: 64Mi}
+`, s.ns, cfg.redisImage))
+	must(s.t, k8s.Create(ctx, s.cache))
+	s.cache = waitForCache(s.t, s.cache, 1)
+
+	s.s3 = deployMinIO(s.t, s.ns)
+	claim(s.t, s.ns, "data")
+	vols, mounts := claimVolume("data", false)
+	runPod(s.t, s.ns, "write-data", "mkdir -p /data/db && seq 1 100000 > /data/db/numbers && echo hello > /data/README", vols, mounts)
+	s.backup = object(s.t, fmt.Sprintf(`
+apiVersion: storage.okgoes.com/v1
+kind: PVCBackup
+metadata: {name: nightly, namespace: %s}
+spec:
+  pvcName: data
+  schedule: "0 2 * * *"
+  trigger: {manual: olm-1}
+  s3Bucket: %s
+  s3:
+    endpoint: %q
+    insecure: true
+    credentialsSecretRef: {name: %s}
+`, s.ns, s.s3.bucket, s.s3.endpoint, s.s3.secret))
+	must(s.t, k8s.Create(ctx, s.backup))
+	s.firstKey = s.waitBackup("olm-1")
+}
+
+// waitBackup waits for the run of manual trigger token to succeed and returns its S3 key, which
+// must be in the bucket.
+func (s *olmStory) waitBackup(token string) string {
+	var key string
+	eventually(s.t, "backup run "+token+" succeeded", 4*time.Minute, func() (bool, string) {
+		got := get(s.t, s.backup)
+		if str(got, "status", "lastRun", "result") == "Failed" {
+			s.t.Fatalf("backup failed:\n%s", statusJSON(got))
+		}
+		key = str(got, "status", "lastRun", "objectKey")
+		return str(got, "status", "lastRun", "result") == "Succeeded" && str(got, "status", "lastManualTrigger") == token, statusJSON(got)
+	})
+	if _, ok := s.s3.keys(s.t, "")[key]; !ok {
+		s.t.Fatalf("the backup %s is not in the bucket", key)
+	}
+	return key
+}
+
+// upgradeTo020 publishes 0.2.0 and approves the upgrade: OLM updates the CRD (v1beta1 served,
+// conversion webhook with its own certificate) before it replaces the manager; the RedisCache made
+// at v1alpha1 reads the same at both versions and is not recomputed.
+func (s *olmStory) upgradeTo020() {
+	before := get(s.t, s.cache)
+	s.publish("0.2.0")
+	s.approve("0.2.0")
+	dep := s.waitInstalled("0.2.0")
+
+	crd := s.crd("rediscaches.cache.okgoes.com")
+	var served []string
+	for _, v := range nestedSlice(crd, "spec", "versions") {
+		if v["served"] == true {
+			served = append(served, fmt.Sprint(v["name"]))
+		}
+	}
+	if !slices.Equal(served, []string{"v1alpha1", "v1beta1"}) {
+		s.t.Errorf("served versions %v, want [v1alpha1 v1beta1]", served)
+	}
+	conv := nestedMap(crd, "spec", "conversion", "webhook", "clientConfig")
+	svc, _ := conv["service"].(map[string]any)
+	if str(crd, "spec", "conversion", "strategy") != "Webhook" || svc["namespace"] != olmOperatorNS || conv["caBundle"] == nil {
+		s.t.Fatalf("conversion is not OLM's webhook: %s", mustJSON(crd.Object["spec"].(map[string]any)["conversion"]))
+	}
+	s.t.Logf("conversion webhook: service %s/%s port %v, caBundle set by OLM", svc["namespace"], svc["name"], svc["port"])
+	// The CRD was updated before the new manager's ReplicaSet existed.
+	if t := lastUpdate(crd, "catalog"); t.After(s.newestReplicaSet(dep).CreationTimestamp.Time) {
+		s.t.Errorf("the CRD was last written by OLM at %s, after the 0.2.0 manager's ReplicaSet was created", t)
+	}
+
+	alpha := get(s.t, s.cache)
+	beta := s.at("v1beta1", s.cache)
+	if str(beta, "spec", "redis", "memory", "maxMemory") != "64Mi" || str(beta, "spec", "redis", "memory", "evictionPolicy") != "allkeys-lfu" ||
+		str(beta, "spec", "redis", "image") != cfg.redisImage {
+		s.t.Errorf("the 0.1.0 cache read at v1beta1 lost settings: %s", mustJSON(beta.Object["spec"]))
+	}
+	if str(alpha, "spec", "eviction", "maxMemory") != "64Mi" || alpha.GetGeneration() != before.GetGeneration() ||
+		str(alpha, "status", "configHash") != str(before, "status", "configHash") {
+		s.t.Errorf("the cache changed across the upgrade: before %s, after %s", mustJSON(before.Object), mustJSON(alpha.Object))
+	}
+	waitForCache(s.t, s.cache, 1)
+
+	// A v1beta1-only field survives a read at v1alpha1.
+	s.beta = object(s.t, fmt.Sprintf(`
+apiVersion: cache.okgoes.com/v1beta1
+kind: RedisCache
+metadata: {name: api, namespace: %s}
+spec:
+  replicas: 1
+  redis:
+    image: %s
+    maxClients: 500
+`, s.ns, cfg.redisImage))
+	must(s.t, k8s.Create(ctx, s.beta))
+	s.beta = waitForCache(s.t, s.beta, 1)
+	if a := s.at("v1alpha1", s.beta); a.GetAnnotations()["cache.okgoes.com/v1beta1-fields"] == "" {
+		s.t.Errorf("read at v1alpha1, the v1beta1 cache does not carry maxClients: %v", a.GetAnnotations())
+	}
+}
+
+// upgradeTo030 publishes 0.3.0 and approves it: the CRD stores v1beta1, and the operator migrates
+// what was stored at v1alpha1 and trims storedVersions. Backups go on.
+func (s *olmStory) upgradeTo030() {
+	s.publish("0.3.0")
+	s.approve("0.3.0")
+	s.waitInstalled("0.3.0")
+	eventually(s.t, "storedVersions trimmed to [v1beta1]", 2*time.Minute, func() (bool, string) {
+		stored, _, _ := unstructured.NestedStringSlice(s.crd("rediscaches.cache.okgoes.com").Object, "status", "storedVersions")
+		return slices.Equal(stored, []string{"v1beta1"}), fmt.Sprint(stored)
+	})
+	waitForCache(s.t, s.cache, 1)
+	waitForCache(s.t, s.beta, 1)
+	if b := s.at("v1beta1", s.beta); str(b, "spec", "redis", "maxClients") != "500" {
+		s.t.Errorf("maxClients after the storage switch: %s", mustJSON(b.Object["spec"]))
+	}
+	patch := `{"spec":{"trigger":{"manual":"olm-2"}}}`
+	must(s.t, k8s.Patch(ctx, s.backup, client.RawPatch(types.MergePatchType, []byte(patch))))
+	if key := s.waitBackup("olm-2"); key == s.firstKey {
+		s.t.Errorf("the second backup has the first one's key %s", key)
+	}
+}
+
+// scorecard runs the okgoes scorecard tests of the installed release's bundle against the
+// cluster, as processes with the suite's kubeconfig (operator-sdk would run the same binary in
+// pods; see scorecard/README.md).
+func (s *olmStory) scorecard() {
+	dir := filepath.Join(cfg.root, "scorecard")
+	bin := filepath.Join(s.t.TempDir(), "okgoes-scorecard")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/okgoes-scorecard")
+	build.Dir = dir
+	if out, err := build.CombinedOutput(); err != nil {
+		s.t.Fatalf("build okgoes-scorecard: %v\n%s", err, out)
+	}
+	list, err := exec.Command(bin, "--list").Output()
+	must(s.t, err)
+	ns := namespace(s.t, "olm-scorecard")
+	for _, name := range strings.Fields(string(list)) {
+		start := time.Now()
+		cmd := exec.Command(bin, "--bundle", filepath.Join(cfg.root, "releases", "0.3.0"), "--namespace", ns, name)
+		cmd.Stderr = os.Stderr
+		out, err := cmd.Output()
+		if err != nil {
+			s.t.Errorf("%s: %v\n%s", name, err, out)
+			continue
+		}
+		var res struct {
+			Results []struct {
+				Name   string   `json:"name"`
+				State  string   `json:"state"`
+				Errors []string `json:"errors"`
+				Log    string   `json:"log"`
+			} `json:"results"`
+		}
+		if err := json.Unmarshal(out, &res); err != nil || len(res.Results) == 0 {
+			s.t.Errorf("%s printed %q: %v", name, out, err)
+			continue
+		}
+		for _, r := range res.Results {
+			s.t.Logf("scorecard %s: %s (%.1fs)", name, r.State, time.Since(start).Seconds())
+			if r.State != "pass" {
+				s.t.Errorf("scorecard %s: %s %v\n%s", name, r.State, r.Errors, r.Log)
+			}
+		}
+	}
+}
+
+// uninstall removes the operator the way docs/install.md says: Subscription, then CSV. OLM
+// removes the Deployment; the CRDs, the custom resources, what they made and the S3 backups stay.
+func (s *olmStory) uninstall() {
+	sub := &unstructured.Unstructured{}
+	sub.SetGroupVersionKind(gvkSubscription)
+	sub.SetNamespace(olmOperatorNS)
+	sub.SetName(olmPackage)
+	must(s.t, k8s.Delete(ctx, sub))
+	csv := &unstructured.Unstructured{}
+	csv.SetGroupVersionKind(gvkCSV)
+	csv.SetNamespace(olmOperatorNS)
+	csv.SetName(olmPackage + ".v0.3.0")
+	must(s.t, k8s.Delete(ctx, csv))
+	eventually(s.t, "the operator's Deployment and pods gone", 3*time.Minute, func() (bool, string) {
+		err := k8s.Get(ctx, types.NamespacedName{Namespace: olmOperatorNS, Name: "okgoes-operator-controller-manager"}, &appsv1.Deployment{})
+		pods := podsOf(s.t, olmOperatorNS, map[string]string{"control-plane": "controller-manager"})
+		return apierrors.IsNotFound(err) && len(pods) == 0, fmt.Sprintf("deployment: %v, %d pods", err, len(pods))
+	})
+	for _, name := range []string{"rediscaches.cache.okgoes.com", "pvcbackups.storage.okgoes.com", "pvcrestores.storage.okgoes.com"} {
+		s.crd(name)
+	}
+	for _, o := range []*unstructured.Unstructured{s.cache, s.beta, s.backup} {
+		if got := get(s.t, o); !got.GetDeletionTimestamp().IsZero() {
+			s.t.Errorf("%s %s is being deleted", got.GetKind(), got.GetName())
+		}
+	}
+	if err := k8s.Get(ctx, types.NamespacedName{Namespace: s.ns, Name: "sessions"}, &appsv1.Deployment{}); err != nil {
+		s.t.Errorf("the Redis Deployment of the cache: %v", err)
+	}
+	keys := s.s3.keys(s.t, "")
+	for _, key := range []string{s.firstKey, str(get(s.t, s.backup), "status", "lastRun", "objectKey")} {
+		if _, ok := keys[key]; !ok {
+			s.t.Errorf("backup %s is gone from the bucket after the uninstall (bucket: %v)", key, keys)
+		}
+	}
+	// Without the operator nothing would remove the PVCBackup's finalizer: a user deleting the
+	// namespace too removes it by hand (docs/install.md), and so does this test.
+	must(s.t, k8s.Patch(ctx, s.backup, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`))))
+	must(s.t, k8s.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: s.ns}}))
+}
+
+// at reads u at apiVersion cache.okgoes.com/<version>.
+func (s *olmStory) at(version string, u *unstructured.Unstructured) *unstructured.Unstructured {
+	got := &unstructured.Unstructured{}
+	got.SetAPIVersion("cache.okgoes.com/" + version)
+	got.SetKind(u.GetKind())
+	must(s.t, k8s.Get(ctx, client.ObjectKeyFromObject(u), got))
+	return got
+}
+
+func (s *olmStory) newestReplicaSet(dep *appsv1.Deployment) appsv1.ReplicaSet {
+	list := &appsv1.ReplicaSetList{}
+	must(s.t, k8s.List(ctx, list, client.InNamespace(dep.Namespace), client.MatchingLabels(dep.Spec.Selector.MatchLabels)))
+	var newest appsv1.ReplicaSet
+	for _, rs := range list.Items {
+		if rs.CreationTimestamp.After(newest.CreationTimestamp.Time) {
+			newest = rs
+		}
+	}
+	return newest
+}
+
+// lastUpdate is when manager last wrote obj, by its managedFields.
+func lastUpdate(obj *unstructured.Unstructured, manager string) time.Time {
+	var last time.Time
+	for _, f := range obj.GetManagedFields() {
+		if f.Manager == manager && f.Time != nil && f.Time.After(last) {
+			last = f.Time.Time
+		}
+	}
+	return last
+}
+
+func nestedSlice(u *unstructured.Unstructured, path ...string) []map[string]any {
+	items, _, _ := unstructured.NestedSlice(u.Object, path...)
+	var out []map[string]any
+	for _, i := range items {
+		if m, ok := i.(map[string]any); ok {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+func nestedMap(u *unstructured.Unstructured, path ...string) map[string]any {
+	m, _, _ := unstructured.NestedMap(u.Object, path...)
+	return m
+}
+
+func mustJSON(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
