@@ -3,6 +3,9 @@
 package e2e
 
 import (
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -385,22 +388,31 @@ func (s *olmStory) approve(version string) *unstructured.Unstructured {
 	return plan
 }
 
-// waitInstalled waits for the CSV of version to succeed and its manager to be rolled out, ready,
-// running the release's image, and returns the operator's Deployment.
+// waitInstalled waits until version is installed for good: its CSV Succeeded and the only one
+// left (OLM deletes the replaced CSV, and with it the webhook certificate Secret that CSV owned,
+// then issues a new certificate and rolls the manager once more: ~15 s in which conversions fail,
+// see docs/upgrades.md), the manager rolled out, ready, running the release's image, and, for a
+// release with the conversion webhook, the CRD's caBundle the CA the running pods were given and
+// a conversion through the webhook answered. It returns the operator's Deployment.
 func (s *olmStory) waitInstalled(version string) *appsv1.Deployment {
-	csv := &unstructured.Unstructured{}
-	csv.SetGroupVersionKind(gvkCSV)
-	csv.SetNamespace(olmOperatorNS)
-	csv.SetName(olmPackage + ".v" + version)
-	eventually(s.t, "CSV "+csv.GetName()+" Succeeded", 4*time.Minute, func() (bool, string) {
-		if err := k8s.Get(ctx, client.ObjectKeyFromObject(csv), csv); err != nil {
+	name := olmPackage + ".v" + version
+	start := time.Now()
+	eventually(s.t, "CSV "+name+" Succeeded and the only CSV", 4*time.Minute, func() (bool, string) {
+		list := &unstructured.UnstructuredList{}
+		list.SetGroupVersionKind(gvkCSV)
+		if err := k8s.List(ctx, list, client.InNamespace(olmOperatorNS)); err != nil {
 			return false, err.Error()
 		}
-		return str(csv, "status", "phase") == "Succeeded", str(csv, "status", "phase") + ": " + str(csv, "status", "message")
+		var state []string
+		for _, c := range list.Items {
+			state = append(state, c.GetName()+"="+str(&c, "status", "phase")+" "+str(&c, "status", "message"))
+		}
+		return len(list.Items) == 1 && list.Items[0].GetName() == name && str(&list.Items[0], "status", "phase") == "Succeeded", strings.Join(state, "; ")
 	})
 	image := "quay.io/okgoes/okgoes-operator:v" + version
 	dep := &appsv1.Deployment{}
-	eventually(s.t, "the "+version+" manager rolled out and ready", 3*time.Minute, func() (bool, string) {
+	webhook := version != "0.1.0"
+	eventually(s.t, "the "+version+" manager rolled out, ready, with the CA of the CRD", 3*time.Minute, func() (bool, string) {
 		if err := k8s.Get(ctx, types.NamespacedName{Namespace: olmOperatorNS, Name: "okgoes-operator-controller-manager"}, dep); err != nil {
 			return false, err.Error()
 		}
@@ -413,8 +425,36 @@ func (s *olmStory) waitInstalled(version string) *appsv1.Deployment {
 				ready++
 			}
 		}
-		return ready == 1 && len(pods) == 1 && dep.Status.UpdatedReplicas == 1 && dep.Status.AvailableReplicas == 1, strings.Join(state, "; ")
+		rolledOut := ready == 1 && len(pods) == 1 && dep.Status.ObservedGeneration == dep.Generation &&
+			dep.Status.UpdatedReplicas == 1 && dep.Status.AvailableReplicas == 1
+		if !webhook {
+			return rolledOut, strings.Join(state, "; ")
+		}
+		caBundle, _ := base64.StdEncoding.DecodeString(str(s.crd("rediscaches.cache.okgoes.com"), "spec", "conversion", "webhook", "clientConfig", "caBundle"))
+		sum := sha256.Sum256(caBundle)
+		sameCA := dep.Spec.Template.Annotations["olmcahash"] == hex.EncodeToString(sum[:])
+		state = append(state, fmt.Sprintf("pod template olmcahash %.12s, CRD caBundle %.12x", dep.Spec.Template.Annotations["olmcahash"], sum))
+		return rolledOut && sameCA, strings.Join(state, "; ")
 	})
+	if webhook {
+		// The version that is not the storage version (v1alpha1 until 0.2.0, v1beta1 from 0.3.0
+		// on) goes through the webhook.
+		probeVersion := "v1alpha1"
+		if version == "0.2.0" {
+			probeVersion = "v1beta1"
+		}
+		eventually(s.t, "a conversion through the webhook", 2*time.Minute, func() (bool, string) {
+			probe := object(s.t, `
+apiVersion: cache.okgoes.com/`+probeVersion+`
+kind: RedisCache
+metadata: {name: conversion-probe, namespace: default}
+spec: {replicas: 1}
+`)
+			err := k8s.Create(ctx, probe, client.DryRunAll)
+			return err == nil, fmt.Sprint(err)
+		})
+	}
+	s.t.Logf("%s installed for good %.1fs after approval", name, time.Since(start).Seconds())
 	return dep
 }
 
@@ -465,21 +505,25 @@ spec:
     credentialsSecretRef: {name: %s}
 `, s.ns, s.s3.bucket, s.s3.endpoint, s.s3.secret))
 	must(s.t, k8s.Create(ctx, s.backup))
-	s.firstKey = s.waitBackup("olm-1")
+	s.firstKey = s.waitBackup("olm-1", "")
 }
 
 // waitBackup waits for the run of manual trigger token to succeed and returns its S3 key, which
-// must be in the bucket.
-func (s *olmStory) waitBackup(token string) string {
+// must be in the bucket and differ from previous (the last run's key, if any).
+func (s *olmStory) waitBackup(token, previous string) string {
 	var key string
 	eventually(s.t, "backup run "+token+" succeeded", 4*time.Minute, func() (bool, string) {
 		got := get(s.t, s.backup)
+		if str(got, "status", "lastManualTrigger") != token || got.Object["status"].(map[string]any)["activeRun"] != nil {
+			return false, statusJSON(got) // not started, or still running
+		}
 		if str(got, "status", "lastRun", "result") == "Failed" {
 			s.t.Fatalf("backup failed:\n%s", statusJSON(got))
 		}
 		key = str(got, "status", "lastRun", "objectKey")
-		return str(got, "status", "lastRun", "result") == "Succeeded" && str(got, "status", "lastManualTrigger") == token, statusJSON(got)
+		return str(got, "status", "lastRun", "result") == "Succeeded" && key != previous, statusJSON(got)
 	})
+	s.s3.connect(s.t, s.ns) // the port-forward of an earlier step ended with it
 	if _, ok := s.s3.keys(s.t, "")[key]; !ok {
 		s.t.Fatalf("the backup %s is not in the bucket", key)
 	}
@@ -563,9 +607,7 @@ func (s *olmStory) upgradeTo030() {
 	}
 	patch := `{"spec":{"trigger":{"manual":"olm-2"}}}`
 	must(s.t, k8s.Patch(ctx, s.backup, client.RawPatch(types.MergePatchType, []byte(patch))))
-	if key := s.waitBackup("olm-2"); key == s.firstKey {
-		s.t.Errorf("the second backup has the first one's key %s", key)
-	}
+	s.waitBackup("olm-2", s.firstKey)
 }
 
 // scorecard runs the okgoes scorecard tests of the installed release's bundle against the
@@ -582,7 +624,8 @@ func (s *olmStory) scorecard() {
 	list, err := exec.Command(bin, "--list").Output()
 	must(s.t, err)
 	ns := namespace(s.t, "olm-scorecard")
-	for _, name := range strings.Fields(string(list)) {
+	for _, line := range strings.Split(strings.TrimSpace(string(list)), "\n") {
+		name, _, _ := strings.Cut(line, "\t") // name, tab, description
 		start := time.Now()
 		cmd := exec.Command(bin, "--bundle", filepath.Join(cfg.root, "releases", "0.3.0"), "--namespace", ns, name)
 		cmd.Stderr = os.Stderr
@@ -641,6 +684,7 @@ func (s *olmStory) uninstall() {
 	if err := k8s.Get(ctx, types.NamespacedName{Namespace: s.ns, Name: "sessions"}, &appsv1.Deployment{}); err != nil {
 		s.t.Errorf("the Redis Deployment of the cache: %v", err)
 	}
+	s.s3.connect(s.t, s.ns)
 	keys := s.s3.keys(s.t, "")
 	for _, key := range []string{s.firstKey, str(get(s.t, s.backup), "status", "lastRun", "objectKey")} {
 		if _, ok := keys[key]; !ok {

@@ -71,11 +71,18 @@ func deployMinIO(t *testing.T, ns string) *s3Server {
 	must(t, k8s.Get(ctx, client.ObjectKeyFromObject(svc), svc))
 	s.endpoint = svc.Spec.ClusterIP + ":9000"
 
+	s.connect(t, ns)
+	must(t, s.client.MakeBucket(ctx, s.bucket, minio.MakeBucketOptions{}))
+	return s
+}
+
+// connect points the test's S3 client at the MinIO pod of ns through a port-forward that lives as
+// long as t.
+func (s *s3Server) connect(t *testing.T, ns string) {
+	t.Helper()
 	var err error
 	s.client, err = minio.New(portForward(t, ns, "minio", 9000), &minio.Options{Creds: credentials.NewStaticV4(s.accessKey, s.secretKey, "")})
 	must(t, err)
-	must(t, s.client.MakeBucket(ctx, s.bucket, minio.MakeBucketOptions{}))
-	return s
 }
 
 // keys lists the object keys under prefix.
