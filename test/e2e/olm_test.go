@@ -389,11 +389,12 @@ func (s *olmStory) approve(version string) *unstructured.Unstructured {
 }
 
 // waitInstalled waits until version is installed for good: its CSV Succeeded and the only one
-// left (OLM deletes the replaced CSV, and with it the webhook certificate Secret that CSV owned,
-// then issues a new certificate and rolls the manager once more: ~15 s in which conversions fail,
-// see docs/upgrades.md), the manager rolled out, ready, running the release's image, and, for a
-// release with the conversion webhook, the CRD's caBundle the CA the running pods were given and
-// a conversion through the webhook answered. It returns the operator's Deployment.
+// left, the manager rolled out, ready, running the release's image, and, for a release with the
+// conversion webhook, the certificate settled (OLM deletes the replaced CSV, and with it the
+// webhook certificate Secret that CSV still owns, then issues a new certificate and rolls the
+// manager once more: ~15 s in which conversions fail, see docs/upgrades.md): the Secret belongs to
+// this CSV, its CA is the CRD's caBundle and the one the running pods were given, and a conversion
+// through the webhook answered. It returns the operator's Deployment.
 func (s *olmStory) waitInstalled(version string) *appsv1.Deployment {
 	name := olmPackage + ".v" + version
 	start := time.Now()
@@ -432,9 +433,24 @@ func (s *olmStory) waitInstalled(version string) *appsv1.Deployment {
 		}
 		caBundle, _ := base64.StdEncoding.DecodeString(str(s.crd("rediscaches.cache.okgoes.com"), "spec", "conversion", "webhook", "clientConfig", "caBundle"))
 		sum := sha256.Sum256(caBundle)
-		sameCA := dep.Spec.Template.Annotations["olmcahash"] == hex.EncodeToString(sum[:])
-		state = append(state, fmt.Sprintf("pod template olmcahash %.12s, CRD caBundle %.12x", dep.Spec.Template.Annotations["olmcahash"], sum))
-		return rolledOut && sameCA, strings.Join(state, "; ")
+		podHash := dep.Spec.Template.Annotations["olmcahash"]
+		sameCA := podHash == hex.EncodeToString(sum[:])
+		state = append(state, fmt.Sprintf("pod template olmcahash %.12s, CRD caBundle %.12x", podHash, sum))
+		// OLM v0.31.0 reuses the replaced CSV's certificate Secret without making the new CSV
+		// an owner (pkg/controller/install/certresources.go: `secret = existingSecret` drops the
+		// owner it just added), so the garbage collector deletes it with the old CSV and OLM
+		// rotates the certificate once more. Settled: the Secret belongs to this CSV.
+		secret := &corev1.Secret{}
+		ownedByThisCSV := false
+		if err := k8s.Get(ctx, types.NamespacedName{Namespace: olmOperatorNS, Name: "okgoes-operator-controller-manager-service-cert"}, secret); err == nil {
+			for _, o := range secret.OwnerReferences {
+				ownedByThisCSV = ownedByThisCSV || (o.Kind == "ClusterServiceVersion" && o.Name == name)
+			}
+			state = append(state, fmt.Sprintf("certificate Secret owned by %v, olmcahash %.12s", ownerNames(secret.OwnerReferences), secret.Annotations["olmcahash"]))
+		} else {
+			state = append(state, "certificate Secret: "+err.Error())
+		}
+		return rolledOut && sameCA && ownedByThisCSV && secret.Annotations["olmcahash"] == podHash, strings.Join(state, "; ")
 	})
 	if webhook {
 		// The version that is not the storage version (v1alpha1 until 0.2.0, v1beta1 from 0.3.0
@@ -716,6 +732,14 @@ func (s *olmStory) newestReplicaSet(dep *appsv1.Deployment) appsv1.ReplicaSet {
 		}
 	}
 	return newest
+}
+
+func ownerNames(refs []metav1.OwnerReference) []string {
+	var names []string
+	for _, r := range refs {
+		names = append(names, r.Kind+"/"+r.Name)
+	}
+	return names
 }
 
 // lastUpdate is when manager last wrote obj, by its managedFields.
