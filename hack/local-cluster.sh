@@ -205,10 +205,34 @@ start() {
 	echo $! >"$STATE/pids/$name.pid"
 }
 
-running() {
-	local pid
+# pid_of NAME prints the pid recorded for NAME if that process is still ours: alive and running
+# NAME (argv[0], or argv[1] of the setsid it starts as). After a restart of the machine the state
+# directory survives but its pids may belong to other processes, which must never be signalled.
+pid_of() {
+	local pid arg i=0
 	pid=$(cat "$STATE/pids/$1.pid" 2>/dev/null) || return 1
-	kill -0 "$pid" 2>/dev/null
+	[ -r "/proc/$pid/cmdline" ] || return 1
+	while IFS= read -r -d '' arg && [ $i -lt 2 ]; do
+		if [ "${arg##*/}" = "$1" ]; then
+			echo "$pid"
+			return 0
+		fi
+		i=$((i + 1))
+	done <"/proc/$pid/cmdline"
+	return 1
+}
+
+running() {
+	pid_of "$1" >/dev/null
+}
+
+# any_running: is any process of the cluster recorded in the state directory still running?
+any_running() {
+	local name
+	for name in etcd kube-apiserver kube-controller-manager kube-scheduler containerd kubelet kube-proxy; do
+		running "$name" && return 0
+	done
+	return 1
 }
 
 # wait_for WHAT SECONDS PROCESS CMD...: poll CMD until it succeeds; fail with PROCESS's log tail when
@@ -424,7 +448,11 @@ up_failed() {
 cmd_up() {
 	[ "$(id -u)" = 0 ] || die "up needs root (network, mounts, containerd)"
 	if [ -e "$STATE" ]; then
-		die "$STATE exists: a cluster is up, or a previous one was not torn down (run: $0 down)"
+		any_running && die "$STATE exists and its cluster is running (use it, or run: $0 down)"
+		# A run that was killed, or a machine restarted, left the state of a cluster none of
+		# whose processes runs: clear it (mounts, network, cgroups) and start afresh.
+		log "$STATE holds a cluster that is not running (left by a killed run or a restart): tearing it down first"
+		cmd_down
 	fi
 	cmd_build
 	local start_time=$SECONDS
@@ -446,8 +474,7 @@ cmd_up() {
 
 stop_process() {
 	local name=$1 pid
-	pid=$(cat "$STATE/pids/$name.pid" 2>/dev/null) || return 0
-	if kill -0 "$pid" 2>/dev/null; then
+	if pid=$(pid_of "$name"); then
 		kill -TERM "$pid" 2>/dev/null || true
 		for _ in $(seq 1 40); do
 			kill -0 "$pid" 2>/dev/null || break
@@ -579,7 +606,7 @@ cmd_down() {
 cmd_status() {
 	local name
 	for name in etcd kube-apiserver kube-controller-manager kube-scheduler containerd kubelet kube-proxy; do
-		if running "$name"; then echo "$name: running (pid $(cat "$STATE/pids/$name.pid"))"; else echo "$name: not running"; fi
+		if running "$name"; then echo "$name: running (pid $(pid_of "$name"))"; else echo "$name: not running"; fi
 	done
 	[ -f "$KUBECONFIG" ] && kubectl get nodes -o wide
 }
