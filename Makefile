@@ -120,14 +120,17 @@ scorecard-image: ## Build the custom scorecard tests image (scorecard/README.md)
 # make catalog renders releases/ into catalog/ (committed: the test fails when it is out of date).
 # CATALOG_BUNDLE_IMAGES=false renders bundles with an empty image, which OLM installs from their
 # olm.bundle.object properties without a registry (opm serve), into bin/catalog-local by default.
+# CATALOG_ARGS adds flags, e.g. --bundle-image 0.3.0=quay.io/okgoes/okgoes-operator-bundle@sha256:...
+# to pin a pushed bundle by digest (OLM then pulls it IfNotPresent instead of Always).
 CATALOG_BUNDLE_IMAGES ?= true
+CATALOG_ARGS ?=
 CATALOG_DIR ?= $(if $(filter false,$(CATALOG_BUNDLE_IMAGES)),$(LOCALBIN)/catalog-local,$(CURDIR)/catalog)
 OPM ?= $(LOCALBIN)/opm
 
 .PHONY: catalog
 catalog: ## Render the file-based catalog of releases/ into catalog/ and validate it (also with bin/opm once hack/tools/opm/build.sh built it).
 	cd hack/catalog && go run . --root ../.. --out $(abspath $(CATALOG_DIR)) --bundle-image-base $(IMAGE_TAG_BASE)-bundle \
-		--bundle-images=$(CATALOG_BUNDLE_IMAGES) --channel $(DEFAULT_CHANNEL)
+		--bundle-images=$(CATALOG_BUNDLE_IMAGES) --channel $(DEFAULT_CHANNEL) $(CATALOG_ARGS)
 	@if [ -x $(OPM) ]; then echo "$(OPM) validate $(CATALOG_DIR)"; $(OPM) validate $(CATALOG_DIR); \
 	else echo "catalog: $(OPM) not built (hack/tools/opm/build.sh), so only hack/catalog validated it"; fi
 

@@ -375,11 +375,15 @@ EOF
 }
 
 # load_images imports the image archives into the k8s.io namespace of our containerd, where the
-# kubelet finds them (pods use imagePullPolicy IfNotPresent or Never: there is no registry).
+# kubelet finds them (pods use imagePullPolicy IfNotPresent or Never: there is no registry). Each
+# is also named by its digest (repo@sha256:...), as a pull by digest names it: OLM's bundle unpack
+# Jobs pull bundles pinned by digest with IfNotPresent (by tag they would always pull).
 load_images() {
-	local img
+	local img name
 	for img in "$IMAGES"/*.tar; do
-		ctr -a "$SOCK" -n k8s.io images import "$img" >>"$STATE/logs/images.log" 2>&1 ||
+		# ctr names digest images <base-name>@sha256:...: the base name is the image's repository.
+		name=$(tar -xOf "$img" index.json | sed -n 's/.*"io.containerd.image.name":"\([^"]*\)".*/\1/p')
+		ctr -a "$SOCK" -n k8s.io images import --base-name "${name%:*}" --digests "$img" >>"$STATE/logs/images.log" 2>&1 ||
 			die "import $img failed: $(tail -n 5 "$STATE/logs/images.log")"
 	done
 }
@@ -620,7 +624,7 @@ cmd_e2e() {
 	local suite=${1:-e2e} brought_up=0 rc=0
 	local -a go_test=(go test -tags e2e ./test/e2e/ -count=1 -v -timeout "${E2E_TIMEOUT:-30m}")
 	if [ "$suite" = olm ]; then
-		"$root/hack/images/build.sh" olm opm releases redis-sample
+		"$root/hack/images/build.sh" olm opm releases bundles redis-sample
 		export E2E_OLM=1
 		go_test+=(-run '^TestOLM$')
 	else

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -712,5 +713,41 @@ func TestServedAsOpmServeServes(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A release's bundle image can be pinned (by digest, as published catalogs name bundles): the
+// bundle's image and its relatedImages entry are that reference, what OLM then unpacks; the others
+// keep <base>:v<version>; a pin for a version that is not released is refused.
+func TestBundleImagePinned(t *testing.T) {
+	rels := readShipped(t, filepath.Join(root, "releases"))
+	o := makeOptions(t, true)
+	first := rels[0].version.String()
+	pinned := "quay.io/okgoes/okgoes-operator-bundle@sha256:" + strings.Repeat("ab", 32)
+	o.bundleImageRefs = map[string]string{first: pinned}
+	cfg, _, err := render(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range cfg.Bundles {
+		want := o.bundleImageBase + ":v" + strings.TrimPrefix(b.Name, "okgoes-operator.v")
+		if b.Name == rels[0].csvName {
+			want = pinned
+		}
+		if b.Image != want {
+			t.Errorf("%s: image %q, want %q", b.Name, b.Image, want)
+		}
+		if !slices.ContainsFunc(b.RelatedImages, func(r declcfg.RelatedImage) bool { return r.Image == want }) {
+			t.Errorf("%s: relatedImages %v lack the bundle image %s", b.Name, b.RelatedImages, want)
+		}
+	}
+	o.bundleImageRefs = map[string]string{"9.9.9": pinned}
+	if _, _, err := render(context.Background(), o); err == nil || !strings.Contains(err.Error(), "9.9.9") {
+		t.Errorf("a pin for an unreleased version: err %v, want one naming 9.9.9", err)
+	}
+	o.bundleImageBase = ""
+	o.bundleImageRefs = map[string]string{first: pinned}
+	if _, _, err := render(context.Background(), o); err == nil || !strings.Contains(err.Error(), "no bundle image") {
+		t.Errorf("no base and a release without a pin: err %v, want no bundle image", err)
 	}
 }

@@ -35,6 +35,15 @@ func main() {
 	flag.StringVar(&root, "root", "../..", "repository root")
 	flag.StringVar(&out, "out", "catalog", "catalog root, relative to --root unless absolute")
 	flag.StringVar(&o.bundleImageBase, "bundle-image-base", "", "repository of the bundle images: the bundle of x.y.z is <base>:vx.y.z")
+	o.bundleImageRefs = map[string]string{}
+	flag.Func("bundle-image", "VERSION=REF: the bundle image of one release, e.g. pinned by digest (repeatable; overrides --bundle-image-base)", func(v string) error {
+		version, ref, ok := strings.Cut(v, "=")
+		if !ok || version == "" || ref == "" {
+			return fmt.Errorf("want VERSION=REF, got %q", v)
+		}
+		o.bundleImageRefs[version] = ref
+		return nil
+	})
 	flag.BoolVar(&o.bundleImages, "bundle-images", true, "give every bundle its image; false: empty images, OLM installs from olm.bundle.object")
 	flag.StringVar(&o.channel, "channel", "", "the catalog's channel (default: the newest release's default channel)")
 	flag.BoolVar(&check, "check", false, "write nothing; fail when the catalog on disk differs from the rendered one")
@@ -50,8 +59,8 @@ func main() {
 }
 
 func run(o options, out string, check bool) error {
-	if o.bundleImages && o.bundleImageBase == "" {
-		return fmt.Errorf("--bundle-image-base is required unless --bundle-images=false")
+	if o.bundleImages && o.bundleImageBase == "" && len(o.bundleImageRefs) == 0 {
+		return fmt.Errorf("--bundle-image-base or --bundle-image is required unless --bundle-images=false")
 	}
 	// The bundle loader logs at info level about optional files a bundle does not have.
 	logrus.SetLevel(logrus.WarnLevel)

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing/fstest"
@@ -34,6 +35,9 @@ type options struct {
 	// bundleImageBase is the repository of the bundle images; the image of version x.y.z is
 	// <bundleImageBase>:vx.y.z.
 	bundleImageBase string
+	// bundleImageRefs pins the image of some releases (version x.y.z → reference, e.g. by
+	// digest, as `opm render <image>@sha256:...` names it); it overrides bundleImageBase.
+	bundleImageRefs map[string]string
 	// bundleImages false writes bundles with an empty image: OLM then installs them from their
 	// olm.bundle.object properties, with no registry (opm serve of this catalog is enough).
 	bundleImages bool
@@ -199,6 +203,11 @@ func render(ctx context.Context, o options) (*declcfg.DeclarativeConfig, []strin
 	if err != nil {
 		return nil, nil, err
 	}
+	for version := range o.bundleImageRefs {
+		if !slices.ContainsFunc(rels, func(r release) bool { return r.version.String() == version }) {
+			return nil, nil, fmt.Errorf("bundle image of %s: no such release in %s", version, o.releases)
+		}
+	}
 	newest := rels[len(rels)-1]
 	pkgName := newest.pkg
 	channel := o.channel
@@ -260,6 +269,11 @@ func renderBundle(ctx context.Context, r release, o options) (declcfg.Bundle, er
 	}
 	if o.bundleImages {
 		img := o.bundleImageBase + ":v{{.Version}}"
+		if ref, ok := o.bundleImageRefs[r.version.String()]; ok {
+			img = ref
+		} else if o.bundleImageBase == "" {
+			return declcfg.Bundle{}, fmt.Errorf("release %s: no bundle image (--bundle-image-base or --bundle-image %s=REF)", r.version, r.version)
+		}
 		tmpl, err := templateParse(img)
 		if err != nil {
 			return declcfg.Bundle{}, err

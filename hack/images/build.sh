@@ -12,7 +12,12 @@
 # and, for the OLM suite (test/olm), images under the references the releases' CSVs name, so that
 # OLM's Deployments run them without a registry:
 #
-#   olm.tar                 okgoes.local/olm:e2e    /bin/olm and /bin/catalog (hack/tools/olm/build.sh)
+#   olm.tar                 okgoes.local/olm:e2e    /bin/olm, /bin/catalog and /bin/cpb (hack/tools/olm/build.sh),
+#                           /bin/cp (busybox): also the util image of OLM's bundle unpack Jobs
+#   bundle-v<x.y.z>.tar     quay.io/okgoes/okgoes-operator-bundle:v<x.y.z>   every release's bundle
+#                           image, what bundle.Dockerfile builds from releases/<x.y.z>/ (same files,
+#                           same labels); bundle-v<x.y.z>.ref holds its reference by digest, the form
+#                           a catalog pins (reproducible archives: the digest depends on the content only)
 #   redis-sample.tar        docker.io/library/redis:7.4-alpine   the redis image above under the
 #                           reference the CRD defaults to, as an air-gapped mirror would hold it
 #                           (the scorecard's samples name no image)
@@ -22,11 +27,11 @@
 #   operator-v0.2.0.tar,    quay.io/okgoes/okgoes-operator:v0.2.0, :v0.3.0   the current manager (it
 #   operator-v0.3.0.tar     is what 0.2.0 and 0.3.0 ship: both CRD versions, either storage version)
 #
-#   hack/images/build.sh [pause|operator|redis|minio|tools|olm|opm|releases|redis-sample ...]
+#   hack/images/build.sh [pause|operator|redis|minio|tools|olm|opm|releases|bundles|redis-sample ...]
 #   (default: the e2e images)
 #
-# The operator images are rebuilt on every call (the source changes), but v0.1.0; the others only
-# when missing.
+# The operator images (but v0.1.0) and the bundle images are rebuilt on every call (the source
+# changes); the others only when missing or older than this script.
 # Debian's redis-server, redis-tools and busybox-static are installed when absent.
 set -euo pipefail
 
@@ -75,8 +80,8 @@ busybox_links() {
 build() {
 	local name=$1 dest=$out/$1.tar
 	case $name in
-	operator | releases) ;;
-	*) if [ -f "$dest" ]; then return 0; fi ;;
+	operator | releases | bundles) ;;
+	*) if [ -f "$dest" ] && [ "$dest" -nt "$0" ]; then return 0; fi ;;
 	esac
 	local start=$SECONDS
 	case $name in
@@ -122,9 +127,13 @@ build() {
 			-dir /tmp=1777 -entrypoint /bin/sh
 		;;
 	olm)
+		need_debs busybox-static
 		"$root/hack/tools/olm/build.sh" "$out/olm-bin"
+		# The bundle unpack Job runs `/bin/cp -Rv /bin/cpb /util/cpb` in this image (OLM's own
+		# image has busybox's cp at /bin/cp too).
 		ociimage -ref "okgoes.local/olm:$tag" -o "$dest" -user 65532:65532 -file "/bin/olm=$out/olm-bin/olm" \
-			-file "/bin/catalog=$out/olm-bin/catalog" -dir /tmp=1777 -entrypoint /bin/olm
+			-file "/bin/catalog=$out/olm-bin/catalog" -file "/bin/cpb=$out/olm-bin/cpb" \
+			-file /bin/busybox -link /bin/cp=busybox -dir /tmp=1777 -entrypoint /bin/olm
 		;;
 	opm)
 		"$root/hack/tools/opm/build.sh"
@@ -134,6 +143,10 @@ build() {
 		;;
 	releases)
 		release_images
+		return 0
+		;;
+	bundles)
+		bundle_images
 		return 0
 		;;
 	*) echo "images: unknown image $name" >&2; return 2 ;;
@@ -167,6 +180,29 @@ release_images() {
 	done
 	echo "images: built the release images in $((SECONDS - start))s" >&2
 }
+
+# bundle_images writes bundle-v<version>.tar and .ref for every release in releases/: the files
+# and labels of bundle.Dockerfile (the labels are the bundle's metadata/annotations.yaml).
+bundle_images() {
+	local start=$SECONDS dir v f key value
+	for dir in "$root"/releases/*.*.*/; do
+		dir=${dir%/}
+		v=${dir##*/}
+		local -a args=()
+		while read -r key value; do
+			[ -n "$value" ] && args+=(-label "${key%:}=$value")
+		done < <(sed -n 's/^  \([a-z0-9.]*:\) \(.*\)$/\1 \2/p' "$dir/metadata/annotations.yaml")
+		[ ${#args[@]} -gt 0 ] || { echo "images: no annotations in $dir/metadata/annotations.yaml" >&2; return 1; }
+		while IFS= read -r f; do
+			args+=(-file "/${f#"$dir"/}=$f")
+		done < <(find "$dir/manifests" "$dir/metadata" "$dir/tests" -type f | sort)
+		ociimage -ref "$BUNDLE_IMAGE_BASE:v$v" -o "$out/bundle-v$v.tar" "${args[@]}" |
+			tee /dev/stderr | awk -v base="$BUNDLE_IMAGE_BASE" '{print base "@" $2}' >"$out/bundle-v$v.ref"
+	done
+	echo "images: built the bundle images in $((SECONDS - start))s" >&2
+}
+
+BUNDLE_IMAGE_BASE=${BUNDLE_IMAGE_BASE:-quay.io/okgoes/okgoes-operator-bundle}
 
 if [ $# -eq 0 ]; then
 	set -- pause operator redis minio tools

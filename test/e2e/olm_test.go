@@ -18,6 +18,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -65,8 +66,8 @@ func TestOLM(t *testing.T) {
 		run  func()
 	}{
 		{"install OLM v0.31.0: its CRDs server-side, then the olm and catalog operators", s.installOLM},
-		{"publish a catalog holding 0.1.0 (opm serve in a pod, CatalogSource in olm)", func() { s.publish("0.1.0") }},
-		{"subscribe to stable (Manual, startingCSV 0.1.0), approve: CRDs first, then the operator runs", s.install},
+		{"publish a catalog holding 0.1.0 (bundle images by digest; opm serve in a pod, CatalogSource in olm)", func() { s.publish("0.1.0") }},
+		{"subscribe to stable (Manual, startingCSV 0.1.0), approve: bundle unpacked from its image, CRDs first, then the operator runs", s.install},
 		{"0.1.0 at work: a RedisCache with real Redis pods is Ready, a PVCBackup uploads to MinIO", s.workloads},
 		{"publish 0.2.0 and approve: CRD with v1beta1 first, new manager, conversion through OLM's certificates", s.upgradeTo020},
 		{"publish 0.3.0 and approve: storage version v1beta1, storedVersions migrated, a second backup", s.upgradeTo030},
@@ -199,10 +200,26 @@ func renderOLM(manifest string) string {
 	return strings.Join(docs, "\n---")
 }
 
-// publish renders the catalog of releases/ up to version (hack/catalog, the registry-less form:
-// every manifest in olm.bundle.object properties, so OLM needs no bundle image) and serves it
-// with `opm serve` in a pod; the CatalogSource is pointed at it, as publishing a new catalog image
-// would. The previous catalog's pod is removed.
+// bundleImage is the reference by digest of version's bundle image (hack/images/build.sh bundles
+// writes bin/images/bundle-v<version>.ref), or "" when the suite publishes the registry-less form
+// (E2E_OLM_BUNDLES=objects).
+func bundleImage(t *testing.T, version string) string {
+	if os.Getenv("E2E_OLM_BUNDLES") == "objects" {
+		return ""
+	}
+	ref, err := os.ReadFile(filepath.Join(cfg.root, "bin", "images", "bundle-v"+version+".ref"))
+	if err != nil {
+		t.Fatalf("the bundle image of %s: %v (hack/images/build.sh bundles; or E2E_OLM_BUNDLES=objects)", version, err)
+	}
+	return strings.TrimSpace(string(ref))
+}
+
+// publish renders the catalog of releases/ up to version with hack/catalog and serves it with
+// `opm serve` in a pod; the CatalogSource is pointed at it, as publishing a new catalog image
+// would. The previous catalog's pod is removed. Bundles are named by their images pinned by
+// digest, the published form: OLM unpacks each with a bundle unpack Job (checked by
+// checkUnpacked). With E2E_OLM_BUNDLES=objects they have no image and carry every manifest in
+// olm.bundle.object properties instead, so that OLM needs no bundle image.
 func (s *olmStory) publish(version string) {
 	s.catalogN++
 	name := fmt.Sprintf("okgoes-catalog-%d", s.catalogN)
@@ -219,7 +236,16 @@ func (s *olmStory) publish(version string) {
 			included = append(included, v)
 		}
 	}
-	cmd := exec.Command("go", "run", ".", "--root", root, "--out", filepath.Join(root, "catalog"), "--bundle-images=false", "--channel", "stable")
+	args := []string{"run", ".", "--root", root, "--out", filepath.Join(root, "catalog"), "--channel", "stable"}
+	if bundleImage(s.t, version) == "" {
+		args = append(args, "--bundle-images=false")
+	}
+	for _, v := range included {
+		if ref := bundleImage(s.t, v); ref != "" {
+			args = append(args, "--bundle-image", v+"="+ref)
+		}
+	}
+	cmd := exec.Command("go", args...)
 	cmd.Dir = filepath.Join(cfg.root, "hack", "catalog")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		s.t.Fatalf("render the catalog: %v\n%s", err, out)
@@ -385,7 +411,34 @@ func (s *olmStory) approve(version string) *unstructured.Unstructured {
 		}
 		return str(plan, "status", "phase") == "Complete", str(plan, "status", "phase")
 	})
+	s.checkUnpacked(version)
 	return plan
+}
+
+// checkUnpacked checks that OLM installed version from its bundle image: a bundle unpack Job in
+// the catalog's namespace pulled that image (its "pull" init container) and succeeded.
+func (s *olmStory) checkUnpacked(version string) {
+	ref := bundleImage(s.t, version)
+	if ref == "" {
+		return
+	}
+	jobs := &batchv1.JobList{}
+	must(s.t, k8s.List(ctx, jobs, client.InNamespace(olmNamespace)))
+	var seen []string
+	for _, j := range jobs.Items {
+		for _, c := range j.Spec.Template.Spec.InitContainers {
+			seen = append(seen, j.Name+": "+c.Image)
+			if c.Name != "pull" || c.Image != ref {
+				continue
+			}
+			if j.Status.Succeeded < 1 {
+				s.t.Errorf("the bundle unpack Job %s of %s did not succeed: %+v", j.Name, ref, j.Status)
+			}
+			s.t.Logf("bundle %s unpacked by Job %s/%s from %s", version, olmNamespace, j.Name, ref)
+			return
+		}
+	}
+	s.t.Errorf("no bundle unpack Job pulled %s; init containers: %v", ref, seen)
 }
 
 // waitInstalled waits until version is installed for good: its CSV Succeeded and the only one

@@ -46,7 +46,7 @@ type entry struct {
 }
 
 func main() {
-	var files, dirs, links, env, entrypoint list
+	var files, dirs, links, env, labels, entrypoint list
 	ref := flag.String("ref", "", "image name, e.g. okgoes.local/redis:e2e")
 	out := flag.String("o", "", "archive to write")
 	user := flag.String("user", "", "uid[:gid] the image runs as")
@@ -54,6 +54,7 @@ func main() {
 	flag.Var(&dirs, "dir", "directory to create: /path[=mode in octal, default 0755]; repeatable")
 	flag.Var(&links, "link", "symlink to create: /path=target; repeatable")
 	flag.Var(&env, "env", "NAME=value of the image config; repeatable")
+	flag.Var(&labels, "label", "KEY=value label of the image config; repeatable")
 	flag.Var(&entrypoint, "entrypoint", "entrypoint argument; repeatable, in order")
 	flag.Parse()
 	if *ref == "" || *out == "" {
@@ -62,7 +63,7 @@ func main() {
 	}
 	entries, err := parseEntries(files, dirs, links)
 	if err == nil {
-		err = write(*out, *ref, *user, env, entrypoint, entries)
+		err = write(*out, *ref, *user, env, labels, entrypoint, entries)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "ociimage:", err)
@@ -194,7 +195,7 @@ func digest(b []byte) string {
 	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
-func write(out, ref, user string, env, entrypoint []string, entries []entry) error {
+func write(out, ref, user string, env, labels, entrypoint []string, entries []entry) error {
 	layer, err := layerTar(entries)
 	if err != nil {
 		return err
@@ -202,18 +203,30 @@ func write(out, ref, user string, env, entrypoint []string, entries []entry) err
 	if len(env) == 0 {
 		env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
 	}
+	runConfig := map[string]any{
+		"User":       user,
+		"Env":        env,
+		"Entrypoint": entrypoint,
+		"WorkingDir": "/",
+	}
+	if len(labels) > 0 {
+		byKey := map[string]string{}
+		for _, l := range labels {
+			k, v, ok := strings.Cut(l, "=")
+			if !ok || k == "" {
+				return fmt.Errorf("-label %q: want KEY=value", l)
+			}
+			byKey[k] = v
+		}
+		runConfig["Labels"] = byKey // encoding/json sorts the keys: reproducible
+	}
 	imageConfig := map[string]any{
 		"architecture": runtime.GOARCH,
 		"os":           "linux",
 		"created":      epoch.Format(time.RFC3339),
-		"config": map[string]any{
-			"User":       user,
-			"Env":        env,
-			"Entrypoint": entrypoint,
-			"WorkingDir": "/",
-		},
-		"rootfs":  map[string]any{"type": "layers", "diff_ids": []string{digest(layer)}},
-		"history": []map[string]any{{"created": epoch.Format(time.RFC3339), "created_by": "hack/images/ociimage"}},
+		"config":       runConfig,
+		"rootfs":       map[string]any{"type": "layers", "diff_ids": []string{digest(layer)}},
+		"history":      []map[string]any{{"created": epoch.Format(time.RFC3339), "created_by": "hack/images/ociimage"}},
 	}
 	config, err := json.Marshal(imageConfig)
 	if err != nil {

@@ -1,6 +1,6 @@
 //go:build tools
 
-// Package tools pins the OLM commands hack/tools/olm/build.sh builds (cmd/olm, cmd/catalog): the packages
+// Package tools pins the OLM commands hack/tools/olm/build.sh builds (cmd/olm, cmd/catalog, util/cpb): the packages
 // their main packages import, so that go mod tidy records every module they need.
 package tools
 
@@ -25,6 +25,8 @@ import (
 	_ "github.com/operator-framework/operator-lifecycle-manager/pkg/lib/signals"
 	_ "github.com/operator-framework/operator-lifecycle-manager/pkg/metrics"
 	_ "github.com/operator-framework/operator-lifecycle-manager/pkg/version"
+	_ "github.com/operator-framework/operator-registry/pkg/lib/bundle"
+	_ "github.com/otiai10/copy"
 	_ "github.com/sirupsen/logrus"
 	_ "github.com/spf13/cobra"
 	_ "github.com/spf13/pflag"
