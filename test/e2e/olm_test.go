@@ -28,6 +28,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 )
 
 // The OLM suite (E2E_OLM=1: hack/local-cluster.sh olm, run by make test-e2e after the e2e suite,
@@ -255,7 +256,22 @@ func (s *olmStory) publish(version string) {
 	s.t.Logf("catalog %s: releases %v, %d bytes", name, included, len(fbc))
 
 	labels := map[string]string{"app": name}
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: olmNamespace, Name: name}, Data: map[string]string{"catalog.yaml": string(fbc)}}
+	// The catalog reaches opm in ConfigMaps, one per file (a ConfigMap holds at most 1 MiB, a
+	// bundle with every manifest in olm.bundle.object ~200 KB): opm serve reads every file under
+	// /configs, so the package and channel go in one file and each bundle in its own.
+	files := splitCatalog(s.t, fbc)
+	var objects []client.Object
+	var volumes []corev1.Volume
+	var mounts []corev1.VolumeMount
+	for i, f := range files {
+		cmName := fmt.Sprintf("%s-%d", name, i)
+		objects = append(objects, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: olmNamespace, Name: cmName, Labels: labels},
+			Data: map[string]string{f.name: f.content}})
+		volumes = append(volumes, corev1.Volume{Name: fmt.Sprintf("catalog-%d", i),
+			VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: cmName}}}})
+		// subPath: a ConfigMap volume's directory also has ..data links, which opm would read.
+		mounts = append(mounts, corev1.VolumeMount{Name: fmt.Sprintf("catalog-%d", i), MountPath: "/configs/" + olmPackage + "/" + f.name, SubPath: f.name, ReadOnly: true})
+	}
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: olmNamespace, Name: name, Labels: labels},
 		Spec: corev1.PodSpec{
@@ -269,21 +285,14 @@ func (s *olmStory) publish(version string) {
 				ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(50051)}}, PeriodSeconds: 1},
 				SecurityContext: &corev1.SecurityContext{AllowPrivilegeEscalation: ptr.To(false), ReadOnlyRootFilesystem: ptr.To(true),
 					Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}},
-				VolumeMounts: []corev1.VolumeMount{
-					// subPath: opm reads every file under /configs, and a ConfigMap volume has ..data links.
-					{Name: "catalog", MountPath: "/configs/" + olmPackage + "/catalog.yaml", SubPath: "catalog.yaml", ReadOnly: true},
-					{Name: "tmp", MountPath: "/tmp"},
-				},
+				VolumeMounts: append(mounts, corev1.VolumeMount{Name: "tmp", MountPath: "/tmp"}),
 			}},
-			Volumes: []corev1.Volume{
-				{Name: "catalog", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: name}}}},
-				{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
-			},
+			Volumes: append(volumes, corev1.Volume{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}),
 		},
 	}
 	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: olmNamespace, Name: name},
 		Spec: corev1.ServiceSpec{Selector: labels, Ports: []corev1.ServicePort{{Name: "grpc", Port: 50051, TargetPort: intstr.FromInt32(50051)}}}}
-	for _, o := range []client.Object{cm, pod, svc} {
+	for _, o := range append(objects, pod, svc) {
 		must(s.t, k8s.Create(ctx, o))
 	}
 	eventually(s.t, "catalog pod "+name+" ready", 2*time.Minute, func() (bool, string) {
@@ -307,12 +316,15 @@ func (s *olmStory) publish(version string) {
 		patch := fmt.Sprintf(`{"spec":{"address":%q}}`, address)
 		must(s.t, k8s.Patch(ctx, cs, client.RawPatch(types.MergePatchType, []byte(patch))))
 		old := fmt.Sprintf("okgoes-catalog-%d", s.catalogN-1)
-		for _, o := range []client.Object{&corev1.Pod{}, &corev1.Service{}, &corev1.ConfigMap{}} {
+		for _, o := range []client.Object{&corev1.Pod{}, &corev1.Service{}} {
 			o.SetNamespace(olmNamespace)
 			o.SetName(old)
 			if err := k8s.Delete(ctx, o); err != nil && !apierrors.IsNotFound(err) {
 				s.t.Errorf("delete %T %s: %v", o, old, err)
 			}
+		}
+		if err := k8s.DeleteAllOf(ctx, &corev1.ConfigMap{}, client.InNamespace(olmNamespace), client.MatchingLabels{"app": old}); err != nil {
+			s.t.Errorf("delete the ConfigMaps of %s: %v", old, err)
 		}
 	}
 	eventually(s.t, "CatalogSource connected to "+address, 2*time.Minute, func() (bool, string) {
@@ -320,6 +332,35 @@ func (s *olmStory) publish(version string) {
 		return str(got, "status", "connectionState", "address") == address &&
 			str(got, "status", "connectionState", "lastObservedState") == "READY", statusJSON(got)
 	})
+}
+
+type catalogFile struct{ name, content string }
+
+// splitCatalog splits a rendered catalog.yaml (YAML documents) into package.yaml (everything but
+// the bundles: olm.package, olm.channel) and one bundle-<name>.yaml per olm.bundle.
+func splitCatalog(t *testing.T, fbc []byte) []catalogFile {
+	t.Helper()
+	var pkg []string
+	var bundles []catalogFile
+	for _, doc := range strings.Split(string(fbc), "\n---\n") {
+		doc = strings.TrimPrefix(strings.TrimSpace(doc), "---\n")
+		if doc == "" {
+			continue
+		}
+		var meta struct{ Schema, Name string }
+		if err := yaml.Unmarshal([]byte(doc), &meta); err != nil {
+			t.Fatalf("the rendered catalog: %v", err)
+		}
+		if meta.Schema == "olm.bundle" {
+			bundles = append(bundles, catalogFile{"bundle-" + meta.Name + ".yaml", "---\n" + doc + "\n"})
+		} else {
+			pkg = append(pkg, doc)
+		}
+	}
+	if len(pkg) == 0 || len(bundles) == 0 {
+		t.Fatalf("the rendered catalog has %d package/channel documents and %d bundles", len(pkg), len(bundles))
+	}
+	return append([]catalogFile{{"package.yaml", "---\n" + strings.Join(pkg, "\n---\n") + "\n"}}, bundles...)
 }
 
 // semverLE reports a <= b for x.y.z versions.
