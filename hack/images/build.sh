@@ -184,7 +184,7 @@ release_images() {
 # bundle_images writes bundle-v<version>.tar and .ref for every release in releases/: the files
 # and labels of bundle.Dockerfile (the labels are the bundle's metadata/annotations.yaml).
 bundle_images() {
-	local start=$SECONDS dir v f key value
+	local start=$SECONDS dir v f key value line
 	for dir in "$root"/releases/*.*.*/; do
 		dir=${dir%/}
 		v=${dir##*/}
@@ -196,8 +196,11 @@ bundle_images() {
 		while IFS= read -r f; do
 			args+=(-file "/${f#"$dir"/}=$f")
 		done < <(find "$dir/manifests" "$dir/metadata" "$dir/tests" -type f | sort)
-		ociimage -ref "$BUNDLE_IMAGE_BASE:v$v" -o "$out/bundle-v$v.tar" "${args[@]}" |
-			tee /dev/stderr | awk -v base="$BUNDLE_IMAGE_BASE" '{print base "@" $2}' >"$out/bundle-v$v.ref"
+		# ociimage prints "<ref> <manifest digest>". (Not tee /dev/stderr: when stderr is a file,
+		# opening /dev/stderr again truncates it.)
+		line=$(ociimage -ref "$BUNDLE_IMAGE_BASE:v$v" -o "$out/bundle-v$v.tar" "${args[@]}")
+		echo "$line"
+		echo "$BUNDLE_IMAGE_BASE@${line##* }" >"$out/bundle-v$v.ref"
 	done
 	echo "images: built the bundle images in $((SECONDS - start))s" >&2
 }
