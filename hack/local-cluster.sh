@@ -624,7 +624,7 @@ cmd_e2e() {
 	local suite=${1:-e2e} brought_up=0 rc=0
 	local -a go_test=(go test -tags e2e ./test/e2e/ -count=1 -v -timeout "${E2E_TIMEOUT:-30m}")
 	if [ "$suite" = olm ]; then
-		"$root/hack/images/build.sh" olm opm releases bundles redis-sample
+		"$root/hack/images/build.sh" olm opm releases bundles scorecard redis-sample
 		export E2E_OLM=1
 		go_test+=(-run '^TestOLM$')
 	else

@@ -18,6 +18,9 @@
 #                           image, what bundle.Dockerfile builds from releases/<x.y.z>/ (same files,
 #                           same labels); bundle-v<x.y.z>.ref holds its reference by digest, the form
 #                           a catalog pins (reproducible archives: the digest depends on the content only)
+#   scorecard-v<x.y.z>.tar  quay.io/okgoes/okgoes-operator-scorecard:v<x.y.z>   the custom scorecard
+#                           tests (scorecard/) under every image the scorecard configurations of
+#                           bundle/ and releases/ name, laid out as scorecard/Dockerfile lays it out
 #   redis-sample.tar        docker.io/library/redis:7.4-alpine   the redis image above under the
 #                           reference the CRD defaults to, as an air-gapped mirror would hold it
 #                           (the scorecard's samples name no image)
@@ -27,11 +30,11 @@
 #   operator-v0.2.0.tar,    quay.io/okgoes/okgoes-operator:v0.2.0, :v0.3.0   the current manager (it
 #   operator-v0.3.0.tar     is what 0.2.0 and 0.3.0 ship: both CRD versions, either storage version)
 #
-#   hack/images/build.sh [pause|operator|redis|minio|tools|olm|opm|releases|bundles|redis-sample ...]
+#   hack/images/build.sh [pause|operator|redis|minio|tools|olm|opm|releases|bundles|scorecard|redis-sample ...]
 #   (default: the e2e images)
 #
-# The operator images (but v0.1.0) and the bundle images are rebuilt on every call (the source
-# changes); the others only when missing or older than this script.
+# The operator images (but v0.1.0), the bundle images and the scorecard image are rebuilt on every
+# call (the source changes); the others only when missing or older than this script.
 # Debian's redis-server, redis-tools and busybox-static are installed when absent.
 set -euo pipefail
 
@@ -80,7 +83,7 @@ busybox_links() {
 build() {
 	local name=$1 dest=$out/$1.tar
 	case $name in
-	operator | releases | bundles) ;;
+	operator | releases | bundles | scorecard) ;;
 	*) if [ -f "$dest" ] && [ "$dest" -nt "$0" ]; then return 0; fi ;;
 	esac
 	local start=$SECONDS
@@ -140,6 +143,10 @@ build() {
 		# shellcheck disable=SC2046 # one flag per word
 		ociimage -ref "okgoes.local/opm:$tag" -o "$dest" -user 65532:65532 $(closure "$root/bin/opm") \
 			-file "/bin/opm=$root/bin/opm" -dir /tmp=1777 -dir /catalogs -entrypoint /bin/opm
+		;;
+	scorecard)
+		scorecard_images
+		return 0
 		;;
 	releases)
 		release_images
@@ -206,6 +213,21 @@ bundle_images() {
 }
 
 BUNDLE_IMAGE_BASE=${BUNDLE_IMAGE_BASE:-quay.io/okgoes/okgoes-operator-bundle}
+
+# scorecard_images writes scorecard-v<version>.tar for every scorecard test image the scorecard
+# configurations of bundle/ and releases/ name (all the same binary, built from scorecard/).
+scorecard_images() {
+	local start=$SECONDS ref refs
+	refs=$(sed -n 's/^ *image: \(.*-scorecard:v.*\)$/\1/p' "$root"/bundle/tests/scorecard/config.yaml \
+		"$root"/releases/*/tests/scorecard/config.yaml | sort -u)
+	[ -n "$refs" ] || { echo "images: no scorecard test image in the scorecard configurations" >&2; return 1; }
+	(cd "$root/scorecard" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$out/okgoes-scorecard" ./cmd/okgoes-scorecard)
+	for ref in $refs; do
+		ociimage -ref "$ref" -o "$out/scorecard-${ref##*:}.tar" -user 65532:65532 \
+			-file "/usr/local/bin/okgoes-scorecard=$out/okgoes-scorecard" -entrypoint /usr/local/bin/okgoes-scorecard
+	done
+	echo "images: built the scorecard images in $((SECONDS - start))s" >&2
+}
 
 if [ $# -eq 0 ]; then
 	set -- pause operator redis minio tools

@@ -3,11 +3,15 @@
 package e2e
 
 import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -720,28 +724,47 @@ func (s *olmStory) upgradeTo030() {
 	s.waitBackup("olm-2", s.firstKey)
 }
 
-// scorecard runs the okgoes scorecard tests of the installed release's bundle against the
-// cluster, as processes with the suite's kubeconfig (operator-sdk would run the same binary in
-// pods; see scorecard/README.md).
+// scorecard runs the okgoes stage of the 0.3.0 bundle's scorecard configuration against the
+// installed operator the way `operator-sdk scorecard bundle/ --selector=suite=okgoes
+// --service-account okgoes-scorecard` runs it: one pod per test, all at once (the stage is
+// parallel), with the test image and entrypoint the configuration names, the bundle unpacked at
+// /bundle from a ConfigMap that holds it as a tar.gz, SCORECARD_NAMESPACE set, as a
+// ServiceAccount bound to scorecard/rbac.yaml only; a test's result is its pod's log, one
+// v1alpha3 TestStatus. Every test must pass.
 func (s *olmStory) scorecard() {
-	dir := filepath.Join(cfg.root, "scorecard")
-	bin := filepath.Join(s.t.TempDir(), "okgoes-scorecard")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/okgoes-scorecard")
-	build.Dir = dir
-	if out, err := build.CombinedOutput(); err != nil {
-		s.t.Fatalf("build okgoes-scorecard: %v\n%s", err, out)
-	}
-	list, err := exec.Command(bin, "--list").Output()
-	must(s.t, err)
+	bundleDir := filepath.Join(cfg.root, "releases", "0.3.0")
+	tests := scorecardTests(s.t, filepath.Join(bundleDir, "tests", "scorecard", "config.yaml"), "okgoes")
 	ns := namespace(s.t, "olm-scorecard")
-	for _, line := range strings.Split(strings.TrimSpace(string(list)), "\n") {
-		name, _, _ := strings.Cut(line, "\t") // name, tab, description
-		start := time.Now()
-		cmd := exec.Command(bin, "--bundle", filepath.Join(cfg.root, "releases", "0.3.0"), "--namespace", ns, name)
-		cmd.Stderr = os.Stderr
-		out, err := cmd.Output()
-		if err != nil {
-			s.t.Errorf("%s: %v\n%s", name, err, out)
+	const sa = "okgoes-scorecard"
+	for _, args := range [][]string{
+		{"apply", "-f", filepath.Join(cfg.root, "scorecard", "rbac.yaml")},
+		{"-n", ns, "create", "serviceaccount", sa},
+		{"-n", ns, "create", "rolebinding", sa, "--clusterrole=okgoes-scorecard", "--serviceaccount=" + ns + ":" + sa},
+	} {
+		if out, err := kubectl(args...); err != nil {
+			s.t.Fatalf("kubectl %v: %v\n%s", args, err, out)
+		}
+	}
+	bundle := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "scorecard-bundle"},
+		BinaryData: map[string][]byte{"bundle.tar.gz": tarGz(s.t, bundleDir)}}
+	must(s.t, k8s.Create(ctx, bundle))
+
+	start := time.Now()
+	pods := make([]*corev1.Pod, len(tests))
+	for i, test := range tests {
+		pods[i] = scorecardPod(ns, sa, bundle.Name, fmt.Sprintf("scorecard-%d", i), test)
+		must(s.t, k8s.Create(ctx, pods[i]))
+	}
+	for i, test := range tests {
+		name := strings.Join(test.Entrypoint, " ")
+		pod := pods[i]
+		eventually(s.t, "scorecard pod "+pod.Name+" ("+name+") finished", 6*time.Minute, func() (bool, string) {
+			must(s.t, k8s.Get(ctx, client.ObjectKeyFromObject(pod), pod))
+			return pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed, string(pod.Status.Phase)
+		})
+		log, err := clients.CoreV1().Pods(ns).GetLogs(pod.Name, &corev1.PodLogOptions{Container: "scorecard-test"}).DoRaw(ctx)
+		if err != nil || pod.Status.Phase != corev1.PodSucceeded {
+			s.t.Errorf("scorecard %s: pod %s %s, log %q: %v", name, pod.Name, pod.Status.Phase, log, err)
 			continue
 		}
 		var res struct {
@@ -752,17 +775,128 @@ func (s *olmStory) scorecard() {
 				Log    string   `json:"log"`
 			} `json:"results"`
 		}
-		if err := json.Unmarshal(out, &res); err != nil || len(res.Results) == 0 {
-			s.t.Errorf("%s printed %q: %v", name, out, err)
+		// The whole log is the result, as scorecard reads it.
+		if err := json.Unmarshal(log, &res); err != nil || len(res.Results) == 0 {
+			s.t.Errorf("scorecard %s: the pod log is not one TestStatus: %v\n%s", name, err, log)
 			continue
 		}
 		for _, r := range res.Results {
-			s.t.Logf("scorecard %s: %s (%.1fs)", name, r.State, time.Since(start).Seconds())
+			s.t.Logf("scorecard %s (image %s, pod %s): %s, done %.1fs after the pods were created", r.Name, test.Image, pod.Name, r.State, time.Since(start).Seconds())
 			if r.State != "pass" {
-				s.t.Errorf("scorecard %s: %s %v\n%s", name, r.State, r.Errors, r.Log)
+				s.t.Errorf("scorecard %s: %s %v\n%s", r.Name, r.State, r.Errors, r.Log)
 			}
 		}
 	}
+	if len(tests) != 6 {
+		s.t.Errorf("the okgoes stage has %d tests, want 6 (okgoes-scorecard --list)", len(tests))
+	}
+}
+
+// scorecardTest is one test of a scorecard configuration (bundle/tests/scorecard/config.yaml,
+// the v1alpha3 Configuration that operator-sdk reads).
+type scorecardTest struct {
+	Entrypoint []string          `json:"entrypoint"`
+	Image      string            `json:"image"`
+	Labels     map[string]string `json:"labels"`
+}
+
+// scorecardTests reads the tests of the configuration whose label suite is suite.
+func scorecardTests(t *testing.T, file, suite string) []scorecardTest {
+	data, err := os.ReadFile(file)
+	must(t, err)
+	var config struct {
+		Stages []struct {
+			Tests []scorecardTest `json:"tests"`
+		} `json:"stages"`
+	}
+	must(t, yaml.Unmarshal(data, &config))
+	var tests []scorecardTest
+	for _, stage := range config.Stages {
+		for _, test := range stage.Tests {
+			if test.Labels["suite"] == suite {
+				tests = append(tests, test)
+			}
+		}
+	}
+	return tests
+}
+
+// scorecardPod is the pod scorecard runs a test in: an init container unpacks the bundle from the
+// ConfigMap into /bundle (scorecard's untar image; here the local busybox image), then the test
+// image runs the entrypoint. Restricted Pod Security.
+func scorecardPod(ns, sa, bundleConfigMap, name string, test scorecardTest) *corev1.Pod {
+	restricted := &corev1.SecurityContext{AllowPrivilegeEscalation: ptr.To(false), ReadOnlyRootFilesystem: ptr.To(true),
+		Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}}
+	bundleMount := corev1.VolumeMount{Name: "bundle", MountPath: "/bundle"}
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: test.Labels},
+		Spec: corev1.PodSpec{
+			ServiceAccountName: sa,
+			RestartPolicy:      corev1.RestartPolicyNever,
+			SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: ptr.To(true), RunAsUser: ptr.To(int64(65532)),
+				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
+			InitContainers: []corev1.Container{{
+				Name: "scorecard-untar", Image: cfg.toolsImage, ImagePullPolicy: corev1.PullIfNotPresent,
+				Command:         []string{"tar", "-xzf", "/scorecard/bundle.tar.gz", "-C", "/bundle"},
+				SecurityContext: restricted,
+				VolumeMounts:    []corev1.VolumeMount{{Name: "scorecard", MountPath: "/scorecard", ReadOnly: true}, bundleMount},
+			}},
+			Containers: []corev1.Container{{
+				Name: "scorecard-test", Image: test.Image, ImagePullPolicy: corev1.PullIfNotPresent,
+				Command:         test.Entrypoint,
+				Env:             []corev1.EnvVar{{Name: "SCORECARD_NAMESPACE", Value: ns}},
+				SecurityContext: restricted,
+				VolumeMounts:    []corev1.VolumeMount{bundleMount},
+			}},
+			Volumes: []corev1.Volume{
+				{Name: "scorecard", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: bundleConfigMap}}}},
+				{Name: "bundle", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+			},
+		},
+	}
+}
+
+// tarGz is dir as a gzipped tar, the form scorecard hands a bundle to its test pods in.
+func tarGz(t *testing.T, dir string) []byte {
+	var buf bytes.Buffer
+	gz := gzip.NewWriter(&buf)
+	tw := tar.NewWriter(gz)
+	must(t, filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || path == dir {
+			return err
+		}
+		rel, err := filepath.Rel(dir, path)
+		if err != nil {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		hdr, err := tar.FileInfoHeader(info, "")
+		if err != nil {
+			return err
+		}
+		hdr.Name = filepath.ToSlash(rel)
+		if d.IsDir() {
+			hdr.Name += "/"
+		}
+		if err := tw.WriteHeader(hdr); err != nil {
+			return err
+		}
+		if d.IsDir() {
+			return nil
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		_, err = tw.Write(data)
+		return err
+	}))
+	must(t, tw.Close())
+	must(t, gz.Close())
+	return buf.Bytes()
 }
 
 // uninstall removes the operator the way docs/install.md says: Subscription, then CSV. OLM
