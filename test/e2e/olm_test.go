@@ -76,7 +76,7 @@ func TestOLM(t *testing.T) {
 		{"0.1.0 at work: a RedisCache with real Redis pods is Ready, a PVCBackup uploads to MinIO", s.workloads},
 		{"publish 0.2.0 and approve: CRD with v1beta1 first, new manager, conversion through OLM's certificates", s.upgradeTo020},
 		{"publish 0.3.0 and approve: storage version v1beta1, storedVersions migrated, a second backup", s.upgradeTo030},
-		{"scorecard: the okgoes tests against the installed operator", s.scorecard},
+		{"scorecard: the okgoes stage against the installed operator, one pod per test as operator-sdk scorecard runs it", s.scorecard},
 		{"uninstall (Subscription and CSV deleted): operator gone, CRDs, custom resources and S3 backups kept", s.uninstall},
 	}
 	for _, st := range steps {
