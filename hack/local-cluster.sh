@@ -226,10 +226,13 @@ running() {
 	pid_of "$1" >/dev/null
 }
 
+# COMPONENTS are the processes of the cluster, in start order.
+COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler containerd kubelet kube-proxy)
+
 # any_running: is any process of the cluster recorded in the state directory still running?
 any_running() {
 	local name
-	for name in etcd kube-apiserver kube-controller-manager kube-scheduler containerd kubelet kube-proxy; do
+	for name in "${COMPONENTS[@]}"; do
 		running "$name" && return 0
 	done
 	return 1
@@ -609,7 +612,7 @@ cmd_down() {
 
 cmd_status() {
 	local name
-	for name in etcd kube-apiserver kube-controller-manager kube-scheduler containerd kubelet kube-proxy; do
+	for name in "${COMPONENTS[@]}"; do
 		if running "$name"; then echo "$name: running (pid $(pid_of "$name"))"; else echo "$name: not running"; fi
 	done
 	[ -f "$KUBECONFIG" ] && kubectl get nodes -o wide

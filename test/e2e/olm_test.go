@@ -11,7 +11,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -242,13 +241,15 @@ func (s *olmStory) publish(version string) {
 		}
 	}
 	args := []string{"run", ".", "--root", root, "--out", filepath.Join(root, "catalog"), "--channel", "stable"}
-	if bundleImage(s.t, version) == "" {
-		args = append(args, "--bundle-images=false")
-	}
+	pinned := false
 	for _, v := range included {
 		if ref := bundleImage(s.t, v); ref != "" {
 			args = append(args, "--bundle-image", v+"="+ref)
+			pinned = true
 		}
+	}
+	if !pinned {
+		args = append(args, "--bundle-images=false")
 	}
 	cmd := exec.Command("go", args...)
 	cmd.Dir = filepath.Join(cfg.root, "hack", "catalog")
@@ -861,39 +862,7 @@ func tarGz(t *testing.T, dir string) []byte {
 	var buf bytes.Buffer
 	gz := gzip.NewWriter(&buf)
 	tw := tar.NewWriter(gz)
-	must(t, filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil || path == dir {
-			return err
-		}
-		rel, err := filepath.Rel(dir, path)
-		if err != nil {
-			return err
-		}
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		hdr, err := tar.FileInfoHeader(info, "")
-		if err != nil {
-			return err
-		}
-		hdr.Name = filepath.ToSlash(rel)
-		if d.IsDir() {
-			hdr.Name += "/"
-		}
-		if err := tw.WriteHeader(hdr); err != nil {
-			return err
-		}
-		if d.IsDir() {
-			return nil
-		}
-		data, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		_, err = tw.Write(data)
-		return err
-	}))
+	must(t, tw.AddFS(os.DirFS(dir)))
 	must(t, tw.Close())
 	must(t, gz.Close())
 	return buf.Bytes()
