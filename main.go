@@ -9,7 +9,9 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -121,6 +123,8 @@ func main() {
 	}
 	c, err := parseFlags(flag.CommandLine, os.Args[1:])
 	if err != nil {
+		// flag reports its own parse errors; this is a value it parsed but the manager refuses.
+		fmt.Fprintln(os.Stderr, "manager:", err)
 		os.Exit(2)
 	}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&c.zap)))
@@ -137,20 +141,25 @@ func main() {
 	}
 }
 
+// runMover runs a mover command. SIGTERM (the Job's activeDeadlineSeconds, an eviction, a
+// deletion) cancels it, so that it aborts its upload and reports Interrupted before the kubelet's
+// SIGKILL.
 func runMover(command string) int {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
 	var res mover.Result
 	switch command {
 	case "backup":
-		res = mover.RunBackup(context.Background(), os.Getenv, version)
+		res = mover.RunBackup(ctx, os.Getenv, version)
 	case "restore":
-		res = mover.RunRestore(context.Background(), os.Getenv)
+		res = mover.RunRestore(ctx, os.Getenv)
 	case "verify":
-		res = mover.RunVerify(context.Background(), os.Getenv)
+		res = mover.RunVerify(ctx, os.Getenv)
 	default:
 		fmt.Fprintf(os.Stderr, "mover: unknown command %q (backup, restore, verify)\n", command)
 		return 2
 	}
-	if res.Result != "Succeeded" {
+	if !res.Succeeded() {
 		fmt.Fprintln(os.Stderr, "mover:", res.Message)
 		return 1
 	}

@@ -50,14 +50,17 @@ type moverJob struct {
 	options  *storagev1.MoverOptions
 	// fsGroup makes a fresh volume writable by the non-root mover (restore).
 	fsGroup bool
+	// deadline is the Job's activeDeadlineSeconds: what is left of the run's deadline.
+	deadline int64
 }
 
 // desiredBackupJob is the Job of one backup run: `mover backup` over claim, mounted read-only.
-func desiredBackupJob(pb *storagev1.PVCBackup, run *storagev1.ActiveRun, claim, image string) *batchv1.Job {
+func desiredBackupJob(pb *storagev1.PVCBackup, run *storagev1.ActiveRun, claim, image string, deadline int64) *batchv1.Job {
 	labels := runLabels(pb, run)
 	labels["app.kubernetes.io/component"] = "backup-mover"
 	return desiredMoverJob(pb, image, moverJob{
 		name: runObjectName(pb, run), labels: labels, command: "backup", claim: claim, readOnly: true, options: pb.Spec.Mover,
+		deadline: deadline,
 		env: []corev1.EnvVar{
 			{Name: mover.EnvSourceDir, Value: volumeMount},
 			{Name: mover.EnvBackupID, Value: run.ID},
@@ -72,11 +75,11 @@ func desiredBackupJob(pb *storagev1.PVCBackup, run *storagev1.ActiveRun, claim, 
 
 // desiredVerifyJob is the Job that reads the backup of a run back from S3 and checks it against
 // its manifest, writing nothing.
-func desiredVerifyJob(pb *storagev1.PVCBackup, run *storagev1.ActiveRun, image string) *batchv1.Job {
+func desiredVerifyJob(pb *storagev1.PVCBackup, run *storagev1.ActiveRun, image string, deadline int64) *batchv1.Job {
 	labels := runLabels(pb, run)
 	labels["app.kubernetes.io/component"] = "backup-verifier"
 	return desiredMoverJob(pb, image, moverJob{
-		name: verifyJobName(pb, run), labels: labels, command: "verify", options: pb.Spec.Mover,
+		name: verifyJobName(pb, run), labels: labels, command: "verify", options: pb.Spec.Mover, deadline: deadline,
 		env: []corev1.EnvVar{
 			{Name: mover.EnvArchiveKey, Value: archiveKey(pb, run.ID)},
 			{Name: mover.EnvManifestKey, Value: manifestKey(pb, run.ID)},
@@ -137,6 +140,9 @@ func desiredMoverJob(pb *storagev1.PVCBackup, image string, j moverJob) *batchv1
 			// One attempt: a failed run is reported, and the next schedule (or a new restore)
 			// tries again, rather than re-reading or re-writing a volume several times in a row.
 			BackoffLimit: ptr.To[int32](0),
+			// The run's deadline: a pod that never starts or a mover that hangs ends the Job
+			// (DeadlineExceeded) instead of holding the run forever.
+			ActiveDeadlineSeconds: ptr.To(j.deadline),
 			// A safety net only: the controller deletes the Job once it has recorded the result.
 			TTLSecondsAfterFinished: ptr.To[int32](24 * 3600),
 			Template: corev1.PodTemplateSpec{
@@ -202,21 +208,4 @@ func boolString(b bool) string {
 		return "true"
 	}
 	return "false"
-}
-
-// jobOutcome reads a Job's conditions: finished reports whether it is over, failed whether it
-// failed, and message the Job controller's reason.
-func jobOutcome(job *batchv1.Job) (finished, failed bool, message string) {
-	for _, c := range job.Status.Conditions {
-		if c.Status != corev1.ConditionTrue {
-			continue
-		}
-		switch c.Type {
-		case batchv1.JobComplete:
-			return true, false, ""
-		case batchv1.JobFailed:
-			return true, true, c.Reason + ": " + c.Message
-		}
-	}
-	return false, false, ""
 }

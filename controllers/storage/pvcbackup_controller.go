@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 	"time"
 
 	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
@@ -18,6 +17,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -53,6 +53,8 @@ type ObjectStore interface {
 	List(ctx context.Context, prefix string) ([]objectstore.ObjectInfo, error)
 	Delete(ctx context.Context, key string) error
 	DeletePrefix(ctx context.Context, prefix string) (int, error)
+	IncompleteUploads(ctx context.Context, prefix string) ([]objectstore.Upload, error)
+	AbortUploads(ctx context.Context, key string) error
 }
 
 // StoreFactory opens an ObjectStore for a resolved configuration (with credentials).
@@ -152,6 +154,7 @@ func (r *PVCBackupReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 
 	err := phase.Run(ctx, s,
 		r.reconcileSchedule,
+		r.reconcileFinishedRuns,
 		r.reconcileActiveRun,
 		r.reconcileNextRun,
 	)
@@ -162,13 +165,25 @@ func (r *PVCBackupReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	res, err := errclass.Result(err, s.requeue)
 	observeMetrics(pb, s) // before the write, so a reader of the new status sees matching gauges
 	perr := r.patchStatus(ctx, base, pb)
-	if perr == nil {
+	switch {
+	case perr == nil && s.finished != nil:
 		observeFinishedRun(pb, s)
-	} else if err == nil {
+		// The outcome is saved: come back soon to remove the run's objects (reconcileFinishedRuns);
+		// a status write wakes no reconcile.
+		res = shorter(res, time.Second)
+	case perr != nil && err == nil:
 		err = perr
 	}
 	r.recordTransitions(base, pb, s)
 	return res, err
+}
+
+// shorter returns res with RequeueAfter at most d.
+func shorter(res ctrl.Result, d time.Duration) ctrl.Result {
+	if res.RequeueAfter == 0 || res.RequeueAfter > d {
+		res.RequeueAfter = d
+	}
+	return res
 }
 
 // reconcileSchedule checks the schedule (admission checks only its shape) and computes the next
@@ -209,7 +224,7 @@ func (r *PVCBackupReconciler) reconcileActiveRun(ctx context.Context, s *scope) 
 	job := &batchv1.Job{}
 	err = r.Get(ctx, client.ObjectKey{Namespace: pb.Namespace, Name: runObjectName(pb, run)}, job)
 	if apierrors.IsNotFound(err) {
-		job = desiredBackupJob(pb, run, claim, r.MoverImage)
+		job = desiredBackupJob(pb, run, claim, r.MoverImage, remainingSeconds(runDeadline(pb, run), s.now))
 		if err := controllerutil.SetControllerReference(pb, job, r.Scheme()); err != nil {
 			return err
 		}
@@ -226,18 +241,14 @@ func (r *PVCBackupReconciler) reconcileActiveRun(ctx context.Context, s *scope) 
 		return fmt.Errorf("get mover Job: %w", err)
 	}
 
-	finished, failed, jobMessage := jobOutcome(job)
+	out := r.jobState(ctx, job, run.StartTime.Time, s.now, pb.Spec.Mover.Deadline())
 	switch {
-	case !finished:
-		s.stage = ReasonUploading
-		s.requeue = min(s.requeue, runPollInterval)
+	case !out.finished:
+		s.stage, s.stageMessage = out.stage(ReasonUploading, "backup "+run.ID)
+		s.requeue = min(s.requeue, out.requeue(s.now, runPollInterval))
 		return nil
-	case failed:
-		msg := r.moverMessage(ctx, job)
-		if msg == "" {
-			msg = "mover Job failed: " + jobMessage
-		}
-		return r.finishRun(ctx, s, storagev1.RunStatus{Result: storagev1.RunFailed, Message: msg})
+	case out.failed:
+		return r.finishRun(ctx, s, storagev1.RunStatus{Result: storagev1.RunFailed, Reason: out.reason, Message: out.message})
 	}
 	m, err := r.readManifest(ctx, s, manifestKey(pb, run.ID))
 	if err != nil {
@@ -258,14 +269,12 @@ func (r *PVCBackupReconciler) reconcileActiveRun(ctx context.Context, s *scope) 
 		}
 		rec.Verified, rec.VerificationMessage = &verified, msg
 	}
-	if err := r.finishRun(ctx, s, rec); err != nil {
-		return err
-	}
-	if rec.Verified == nil || *rec.Verified {
-		// Never prune on the strength of a backup that failed verification.
-		r.pruneBackups(ctx, s)
-	}
-	return nil
+	return r.finishRun(ctx, s, rec)
+}
+
+// runDeadline is when a run must be over.
+func runDeadline(pb *storagev1.PVCBackup, run *storagev1.ActiveRun) time.Time {
+	return run.StartTime.Add(time.Duration(pb.Spec.Mover.Deadline()) * time.Second)
 }
 
 // reconcileVerify runs the verify Job of the active run (spec.verify) and reports its outcome
@@ -275,7 +284,7 @@ func (r *PVCBackupReconciler) reconcileVerify(ctx context.Context, s *scope) (ve
 	job := &batchv1.Job{}
 	err = r.Get(ctx, client.ObjectKey{Namespace: pb.Namespace, Name: verifyJobName(pb, run)}, job)
 	if apierrors.IsNotFound(err) {
-		job = desiredVerifyJob(pb, run, r.MoverImage)
+		job = desiredVerifyJob(pb, run, r.MoverImage, remainingSeconds(runDeadline(pb, run), s.now))
 		if err := controllerutil.SetControllerReference(pb, job, r.Scheme()); err != nil {
 			return false, "", false, err
 		}
@@ -286,32 +295,28 @@ func (r *PVCBackupReconciler) reconcileVerify(ctx context.Context, s *scope) (ve
 	} else if err != nil {
 		return false, "", false, fmt.Errorf("get verify Job: %w", err)
 	}
-	finished, _, jobMessage := jobOutcome(job)
-	if !finished {
-		s.stage = ReasonVerifying
-		s.requeue = min(s.requeue, runPollInterval)
-		return false, "", false, nil
-	}
-	res, ok := moverResult(ctx, r.APIReader, job)
+	out := r.jobState(ctx, job, run.StartTime.Time, s.now, pb.Spec.Mover.Deadline())
 	switch {
-	case ok && res.Result == "Succeeded":
-		return true, "", true, nil
-	case ok:
-		return false, res.Message, true, nil
-	default:
-		return false, "verify Job failed: " + jobMessage, true, nil
+	case !out.finished:
+		s.stage, s.stageMessage = out.stage(ReasonVerifying, "verification of backup "+run.ID)
+		s.requeue = min(s.requeue, out.requeue(s.now, runPollInterval))
+		return false, "", false, nil
+	case out.failed:
+		return false, out.message, true, nil
 	}
+	return true, "", true, nil
 }
 
-// finishRun records the end of the active run and removes its temporary objects.
+// finishRun records the end of the active run. Its Job and temporary objects stay until that
+// record is saved (reconcileFinishedRuns removes them in a later reconcile): were they deleted
+// first and the status write then failed, the next reconcile would find no Job and run again.
+// What the bucket needs (housekeeping) is idempotent and done now.
 func (r *PVCBackupReconciler) finishRun(ctx context.Context, s *scope, rec storagev1.RunStatus) error {
 	pb, run := s.backup, s.backup.Status.ActiveRun
-	if err := r.cleanupRun(ctx, pb, run); err != nil {
-		return err
-	}
 	rec.ID, rec.ScheduledTime, rec.StartTime, rec.Manual = run.ID, run.ScheduledTime, run.StartTime, run.Manual
 	rec.CompletionTime = metav1.NewTime(s.now)
 	rec.Duration = s.now.Sub(run.StartTime.Time).Round(time.Second).String()
+	rec.Message = truncate(rec.Message, 2048)
 	st := &pb.Status
 	st.LastRun = &rec
 	st.History = append([]storagev1.RunStatus{rec}, st.History...)
@@ -323,37 +328,57 @@ func (r *PVCBackupReconciler) finishRun(ctx context.Context, s *scope, rec stora
 	}
 	st.ActiveRun = nil
 	s.finished = &rec
-	s.stage = ""
+	s.stage, s.stageMessage = "", ""
+	// Never prune on the strength of a failed run or a backup that failed verification.
+	prune := rec.Result == storagev1.RunSucceeded && (rec.Verified == nil || *rec.Verified)
+	r.housekeeping(ctx, s, prune)
 	return nil
 }
 
-// cleanupRun deletes the Job, snapshot and temporary PVC of a run. Already gone is success.
-func (r *PVCBackupReconciler) cleanupRun(ctx context.Context, pb *storagev1.PVCBackup, run *storagev1.ActiveRun) error {
-	name := runObjectName(pb, run)
-	objs := []client.Object{
-		&batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: pb.Namespace, Name: name}},
-		&batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: pb.Namespace, Name: verifyJobName(pb, run)}},
+// reconcileFinishedRuns deletes the Jobs, snapshots and temporary PVCs of runs whose outcome is
+// recorded in status.history (found by their run label, from the cache). The objects of the
+// active run, and of a run the status does not record yet (a stale cache, or a status write
+// that failed), are kept.
+func (r *PVCBackupReconciler) reconcileFinishedRuns(ctx context.Context, s *scope) error {
+	pb := s.backup
+	recorded := func(id string) bool {
+		if run := pb.Status.ActiveRun; run != nil && run.ID == id {
+			return false
+		}
+		for _, h := range pb.Status.History {
+			if h.ID == id {
+				return true
+			}
+		}
+		// Older than everything history still holds: recorded once, then rotated out.
+		h := pb.Status.History
+		return len(h) == historyLimit && id < h[len(h)-1].ID
 	}
-	if pb.Spec.Snapshot != nil && r.SnapshotsAvailable {
-		objs = append(objs,
-			&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: pb.Namespace, Name: name}},
-			&snapshotv1.VolumeSnapshot{ObjectMeta: metav1.ObjectMeta{Namespace: pb.Namespace, Name: name}})
+	sel := client.MatchingLabels{labelBackup: pb.Name}
+	lists := []client.ObjectList{&batchv1.JobList{}, &corev1.PersistentVolumeClaimList{}}
+	if r.SnapshotsAvailable {
+		lists = append(lists, &snapshotv1.VolumeSnapshotList{})
 	}
-	for _, o := range objs {
-		err := r.Delete(ctx, o, client.PropagationPolicy(metav1.DeletePropagationBackground))
-		if err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("delete %T %s of run %s: %w", o, name, run.ID, err)
+	for _, list := range lists {
+		if err := r.List(ctx, list, client.InNamespace(pb.Namespace), sel); err != nil {
+			return fmt.Errorf("list run objects: %w", err)
+		}
+		err := meta.EachListItem(list, func(o runtime.Object) error {
+			obj := o.(client.Object)
+			if !metav1.IsControlledBy(obj, pb) || !recorded(obj.GetLabels()[labelRun]) || !obj.GetDeletionTimestamp().IsZero() {
+				return nil
+			}
+			err := r.Delete(ctx, obj, client.PropagationPolicy(metav1.DeletePropagationBackground))
+			if err != nil && !apierrors.IsNotFound(err) {
+				return fmt.Errorf("delete %T %s of run %s: %w", obj, obj.GetName(), obj.GetLabels()[labelRun], err)
+			}
+			return nil
+		})
+		if err != nil {
+			return err
 		}
 	}
 	return nil
-}
-
-// moverMessage is the mover's own account of a failure, from its pod's termination message.
-func (r *PVCBackupReconciler) moverMessage(ctx context.Context, job *batchv1.Job) string {
-	if res, ok := moverResult(ctx, r.APIReader, job); ok && res.Message != "" {
-		return strings.TrimPrefix("mover: "+res.Message, "mover: mover: ")
-	}
-	return ""
 }
 
 // reconcileNextRun starts a run when one is due, or counts the ticks that cannot run.
@@ -427,7 +452,7 @@ func (r *PVCBackupReconciler) recordTransitions(base, pb *storagev1.PVCBackup, s
 	if r.Recorder == nil {
 		return
 	}
-	if base.Status.ActiveRun == nil && pb.Status.ActiveRun != nil {
+	if run := pb.Status.ActiveRun; run != nil && (base.Status.ActiveRun == nil || base.Status.ActiveRun.ID != run.ID) {
 		r.Recorder.Eventf(pb, corev1.EventTypeNormal, "BackupStarted", "backup %s started", pb.Status.ActiveRun.ID)
 	}
 	if run := s.finished; run != nil {

@@ -92,6 +92,7 @@ func TestScheduledBackupLandsInMinIO(t *testing.T) {
 	if c := condition(pb, storagev1.ConditionRunning); c.Reason != ReasonSucceeded || !strings.Contains(c.Message, run.SHA256) {
 		t.Errorf("Running = %+v", c)
 	}
+	w.reconcile(pb) // the outcome is saved: the next reconcile removes the run's objects
 	if err := k8s.Get(testCtx, client.ObjectKeyFromObject(job), job); !apierrors.IsNotFound(err) {
 		t.Errorf("the finished Job was not removed: %v", err)
 	}
@@ -200,6 +201,7 @@ func TestSnapshotIsTakenAndMountedWhenReady(t *testing.T) {
 	if pb.Status.LastRun == nil || pb.Status.LastRun.Result != storagev1.RunSucceeded {
 		t.Fatalf("last run: %+v", pb.Status.LastRun)
 	}
+	w.reconcile(pb) // the outcome is saved: the next reconcile removes the run's objects
 	for _, o := range []client.Object{&snapshotv1.VolumeSnapshot{}, &corev1.PersistentVolumeClaim{}} {
 		if err := k8s.Get(testCtx, client.ObjectKey{Namespace: w.ns, Name: name}, o); !apierrors.IsNotFound(err) {
 			if o.GetDeletionTimestamp().IsZero() {

@@ -2,7 +2,6 @@ package storage
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"path"
@@ -23,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	storagev1 "github.com/okgoes/okgoes-operator/api/storage/v1"
+	"github.com/okgoes/okgoes-operator/internal/archive"
 	"github.com/okgoes/okgoes-operator/internal/errclass"
 	"github.com/okgoes/okgoes-operator/internal/flowcontrol"
 	"github.com/okgoes/okgoes-operator/internal/mover"
@@ -31,16 +31,16 @@ import (
 
 // Reasons of the Complete condition of a PVCRestore.
 const (
-	ReasonRestoring          = "Restoring"          // False: the mover Job writes the volume
-	ReasonSourceNotFound     = "SourceNotFound"     // False, polled: the PVCBackup does not exist
-	ReasonTargetNotFound     = "TargetNotFound"     // False, polled: target.pvcName does not exist
-	ReasonTargetInUse        = "TargetInUse"        // False, polled: a running pod mounts the target read-write
-	ReasonRestored           = "Restored"           // True: restored and verified
-	ReasonBackupNotFound     = "BackupNotFound"     // True, failed: no such backup (or no manifest)
-	ReasonVerificationFailed = "VerificationFailed" // True, failed: the archive does not match its manifest
-	ReasonTargetNotEmpty     = "TargetNotEmpty"     // True, failed: overwrite is Refuse and the volume holds data
-	ReasonTargetNotWritable  = "TargetNotWritable"  // True, failed: the volume refused a write (permissions, full, read-only)
-	ReasonRestoreFailed      = "RestoreFailed"      // True, failed: any other mover failure
+	ReasonRestoring          = "Restoring"                            // False: the mover Job writes the volume
+	ReasonSourceNotFound     = "SourceNotFound"                       // False, polled: the PVCBackup does not exist
+	ReasonTargetNotFound     = "TargetNotFound"                       // False, polled: target.pvcName does not exist
+	ReasonTargetInUse        = "TargetInUse"                          // False, polled: a running pod mounts the target read-write
+	ReasonRestored           = "Restored"                             // True: restored and verified
+	ReasonBackupNotFound     = string(mover.ReasonBackupNotFound)     // True, failed: no such backup (or no manifest)
+	ReasonBackupBroken       = "BackupBroken"                         // True, failed: the backup named by backupID is incomplete
+	ReasonVerificationFailed = string(mover.ReasonVerificationFailed) // True, failed: the archive does not match its manifest
+	ReasonTargetExists       = "TargetExists"                         // True, failed: target.newPVC names a PVC this restore did not create
+	ReasonTargetTooSmall     = "TargetTooSmall"                       // True, failed: target.newPVC.size is below the backup's content
 )
 
 // PVCRestoreReconciler runs each PVCRestore once: resolve the backup, prepare the target, run a
@@ -66,6 +66,14 @@ type restoreScope struct {
 	now    time.Time
 	// result ends the restore (Succeeded or Failed) with a Complete=True reason.
 	result *restoreResult
+	// manifest of the backup, when resolved in this reconcile.
+	manifest *archive.Manifest
+	// note is said in an event when the source is resolved (e.g. newer broken backups skipped).
+	note string
+	// waiting and waitingMessage say why the restore Job's mover does not run yet.
+	waiting, waitingMessage string
+	// requeue is when to look again at a running restore.
+	requeue time.Duration
 }
 
 type restoreResult struct {
@@ -80,8 +88,12 @@ func (r *PVCRestoreReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	if err := r.Get(ctx, req.NamespacedName, pr); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if pr.Status.Phase == storagev1.RestoreSucceeded || pr.Status.Phase == storagev1.RestoreFailed || !pr.DeletionTimestamp.IsZero() {
-		return ctrl.Result{}, nil // one-shot: a resync never runs a finished restore again
+	if !pr.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, nil
+	}
+	if pr.Status.Phase == storagev1.RestoreSucceeded || pr.Status.Phase == storagev1.RestoreFailed {
+		// One-shot: a finished restore is never run again; its saved outcome lets its Job go.
+		return ctrl.Result{}, r.deleteFinishedJob(ctx, pr)
 	}
 	base := pr.DeepCopy()
 	s := &restoreScope{restore: pr, now: r.Clock.Now()}
@@ -93,12 +105,19 @@ func (r *PVCRestoreReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 		err = nil
 	}
 	computeRestoreStatus(pr, s, err)
-	res, err := errclass.Result(err, restoreRequeue(pr))
+	res, err := errclass.Result(err, s.requeue)
 	if !equality.Semantic.DeepEqual(base.Status, pr.Status) {
-		if perr := r.Status().Patch(ctx, pr, client.MergeFrom(base)); perr != nil && err == nil {
-			err = fmt.Errorf("patch status: %w", perr)
+		if perr := r.Status().Patch(ctx, pr, client.MergeFrom(base)); perr != nil {
+			if err == nil {
+				err = fmt.Errorf("patch status: %w", perr)
+			}
+			return res, err
 		}
-		r.recordRestoreTransition(base, pr)
+		r.recordRestoreTransition(base, pr, s)
+		if s.result != nil {
+			// The outcome is saved: come back to remove the Job (status writes wake no reconcile).
+			return ctrl.Result{RequeueAfter: time.Millisecond}, err
+		}
 	}
 	return res, err
 }
@@ -141,24 +160,51 @@ func (r *PVCRestoreReconciler) resolveSource(ctx context.Context, s *restoreScop
 	}
 	cctx, cancel := context.WithTimeout(ctx, s3Timeout)
 	defer cancel()
-	objects, err := store.List(cctx, s.prefix)
+	cat, err := readCatalog(cctx, store, s.prefix)
 	if err != nil {
 		return classifyS3Error(err, pb.Spec.S3Bucket, r.poll())
 	}
 	want := pr.Spec.Source.BackupID
-	var found string
-	for _, o := range objects { // keys sort by time: ids are UTC timestamps
-		id, ok := strings.CutSuffix(strings.TrimPrefix(o.Key, s.prefix), ".manifest.json")
-		if ok && !strings.Contains(id, "/") && (want == "" || want == "latest" || want == id) && id > found {
-			found = id
+	var found *backupEntry
+	switch {
+	case want == "" || want == "latest":
+		if len(cat.Valid) > 0 {
+			found = &cat.Valid[0]
+		}
+		// Say so when newer backups were passed over.
+		var skipped []string
+		for _, b := range cat.Broken {
+			if found == nil || b.ID > found.ID {
+				skipped = append(skipped, fmt.Sprintf("%s (%s)", b.ID, b.Problem))
+			}
+		}
+		if len(skipped) > 0 && found != nil {
+			s.note = fmt.Sprintf("latest usable backup %s chosen; newer backups are incomplete: %s", found.ID, strings.Join(skipped, "; "))
+		}
+		if found == nil && len(skipped) > 0 {
+			return s.finish(storagev1.RestoreFailed, ReasonBackupNotFound, fmt.Sprintf("no usable backup under %s in bucket %s; incomplete: %s",
+				s.prefix, pb.Spec.S3Bucket, strings.Join(skipped, "; ")))
+		}
+	default:
+		for i := range cat.Valid {
+			if cat.Valid[i].ID == want {
+				found = &cat.Valid[i]
+			}
+		}
+		for _, b := range cat.Broken {
+			if b.ID == want {
+				return s.finish(storagev1.RestoreFailed, ReasonBackupBroken, fmt.Sprintf("backup %s under %s in bucket %s is not usable: %s; nothing was restored",
+					want, s.prefix, pb.Spec.S3Bucket, b.Problem))
+			}
 		}
 	}
-	if found == "" {
+	if found == nil {
 		return s.finish(storagev1.RestoreFailed, ReasonBackupNotFound,
 			fmt.Sprintf("no backup %q with a manifest under %s in bucket %s", want, s.prefix, pb.Spec.S3Bucket))
 	}
-	pr.Status.BackupID = found
-	pr.Status.ObjectKey = s.prefix + found + archiveSuffix
+	s.manifest = &found.Manifest
+	pr.Status.BackupID = found.ID
+	pr.Status.ObjectKey = s.prefix + found.ID + archiveSuffix
 	return nil
 }
 
@@ -174,6 +220,9 @@ func (r *PVCRestoreReconciler) resolveTarget(ctx context.Context, s *restoreScop
 	err := r.Get(ctx, client.ObjectKey{Namespace: pr.Namespace, Name: name}, pvc)
 	switch {
 	case apierrors.IsNotFound(err) && t.NewPVC != nil:
+		if err := r.checkNewPVCSize(ctx, s); err != nil {
+			return err
+		}
 		pvc = desiredRestorePVC(pr)
 		if err := r.Create(ctx, pvc); err != nil && !apierrors.IsAlreadyExists(err) {
 			if apierrors.IsInvalid(err) {
@@ -185,6 +234,9 @@ func (r *PVCRestoreReconciler) resolveTarget(ctx context.Context, s *restoreScop
 		return errclass.Waiting(ReasonTargetNotFound, fmt.Sprintf("PersistentVolumeClaim %q does not exist", name), r.poll())
 	case err != nil:
 		return err
+	case t.NewPVC != nil && pvc.Labels[labelRestore] != pr.Name:
+		return s.finish(storagev1.RestoreFailed, ReasonTargetExists, fmt.Sprintf(
+			"target.newPVC names PersistentVolumeClaim %q, which exists and was not created by this restore; nothing was restored (to restore into it, use target.pvcName)", name))
 	}
 	pr.Status.TargetPVC = name
 	if t.AllowInUse {
@@ -243,47 +295,65 @@ func (r *PVCRestoreReconciler) runJob(ctx context.Context, s *restoreScope) erro
 	} else if err != nil {
 		return err
 	}
-	finished, failed, jobMessage := jobOutcome(job)
-	if !finished {
-		return nil
+	out := r.jobState(ctx, job, pr.Status.StartTime.Time, s.now, pr.Spec.Mover.Deadline())
+	if out.finished {
+		if err := ensureFresh(ctx, r.APIReader, pr); err != nil {
+			return err // the outcome may be saved already: record it once
+		}
 	}
-	res, ok := moverResult(ctx, r.APIReader, job)
 	switch {
-	case !failed && ok && res.Result == "Succeeded":
+	case !out.finished:
+		s.waiting, s.waitingMessage = out.stage(ReasonRestoring, "the restore")
+		s.requeue = out.requeue(s.now, runPollInterval)
+	case out.failed:
+		s.result = &restoreResult{storagev1.RestoreFailed, out.reason, out.message}
+	default:
+		res := out.result
 		pr.Status.Bytes, pr.Status.Files, pr.Status.VerifiedSHA256 = res.Bytes, res.Files, res.SHA256
 		s.result = &restoreResult{storagev1.RestoreSucceeded, ReasonRestored,
 			fmt.Sprintf("restored backup %s into %s; sha256 %s verified against the manifest", pr.Status.BackupID, pr.Status.TargetPVC, res.SHA256)}
-	case ok && res.Reason != "":
-		s.result = &restoreResult{storagev1.RestoreFailed, res.Reason, res.Message}
-	case ok && res.Message != "":
-		s.result = &restoreResult{storagev1.RestoreFailed, ReasonRestoreFailed, res.Message}
-	default:
-		s.result = &restoreResult{storagev1.RestoreFailed, ReasonRestoreFailed, "mover Job failed: " + jobMessage}
 	}
-	if err := r.Delete(ctx, job, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("delete restore Job: %w", err)
+	// The Job stays until the outcome is saved: deleteFinishedJob removes it in a later reconcile.
+	return nil
+}
+
+// checkNewPVCSize refuses a target.newPVC smaller than the content of the backup.
+func (r *PVCRestoreReconciler) checkNewPVCSize(ctx context.Context, s *restoreScope) error {
+	if s.manifest == nil {
+		cctx, cancel := context.WithTimeout(ctx, s3Timeout)
+		defer cancel()
+		m, err := getManifest(cctx, s.store, manifestKeyOf(s.restore.Status.ObjectKey))
+		if err != nil {
+			return fmt.Errorf("read manifest of backup %s: %w", s.restore.Status.BackupID, err)
+		}
+		s.manifest = &m
+	}
+	size := s.restore.Spec.Target.NewPVC.Size
+	if need := s.manifest.ContentBytes; size.Value() < need {
+		return s.finish(storagev1.RestoreFailed, ReasonTargetTooSmall, fmt.Sprintf(
+			"target.newPVC.size %s is smaller than the %d bytes of file data in backup %s; nothing was created or restored",
+			size.String(), need, s.restore.Status.BackupID))
 	}
 	return nil
 }
 
-// moverResult reads the Result the mover wrote to its termination message.
-func moverResult(ctx context.Context, reader client.Reader, job *batchv1.Job) (mover.Result, bool) {
-	pods := &corev1.PodList{}
-	if err := reader.List(ctx, pods, client.InNamespace(job.Namespace), client.MatchingLabels{"job-name": job.Name}); err != nil {
-		return mover.Result{}, false
+// deleteFinishedJob removes the Job of a restore whose outcome is saved.
+func (r *PVCRestoreReconciler) deleteFinishedJob(ctx context.Context, pr *storagev1.PVCRestore) error {
+	job := &batchv1.Job{}
+	err := r.Get(ctx, client.ObjectKey{Namespace: pr.Namespace, Name: restoreJobName(pr)}, job)
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil
+	case err != nil:
+		return err
+	case !metav1.IsControlledBy(job, pr) || !job.DeletionTimestamp.IsZero():
+		return nil
 	}
-	for _, p := range pods.Items {
-		for _, cs := range p.Status.ContainerStatuses {
-			if t := cs.State.Terminated; t != nil && t.Message != "" {
-				var res mover.Result
-				if err := json.Unmarshal([]byte(t.Message), &res); err != nil {
-					return mover.Result{Result: "Failed", Message: "mover: " + t.Message}, true
-				}
-				return res, true
-			}
-		}
+	err = r.Delete(ctx, job, client.PropagationPolicy(metav1.DeletePropagationBackground))
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete restore Job: %w", err)
 	}
-	return mover.Result{}, false
+	return nil
 }
 
 // computeRestoreStatus is the one place a PVCRestore's phase and conditions are decided.
@@ -311,22 +381,28 @@ func computeRestoreStatus(pr *storagev1.PVCRestore, s *restoreScope, err error) 
 		set(metav1.ConditionFalse, waiting.Reason, waiting.Message)
 	case err != nil:
 		return // transient: keep the last observation
+	case s.waiting != "":
+		st.Phase = storagev1.RestoreRestoring
+		set(metav1.ConditionFalse, s.waiting, s.waitingMessage)
 	default:
 		st.Phase = storagev1.RestoreRestoring
-		set(metav1.ConditionFalse, ReasonRestoring, fmt.Sprintf("restoring backup %s into %s", st.BackupID, st.TargetPVC))
+		msg := fmt.Sprintf("restoring backup %s into %s", st.BackupID, st.TargetPVC)
+		if s.note != "" {
+			msg += "; " + s.note
+		}
+		set(metav1.ConditionFalse, ReasonRestoring, msg)
 	}
 	st.ObservedGeneration = pr.Generation
 }
 
-func restoreRequeue(pr *storagev1.PVCRestore) time.Duration {
-	if pr.Status.Phase == storagev1.RestoreRestoring {
-		return runPollInterval
+func (r *PVCRestoreReconciler) recordRestoreTransition(base, pr *storagev1.PVCRestore, s *restoreScope) {
+	if r.Recorder == nil {
+		return
 	}
-	return 0
-}
-
-func (r *PVCRestoreReconciler) recordRestoreTransition(base, pr *storagev1.PVCRestore) {
-	if r.Recorder == nil || base.Status.Phase == pr.Status.Phase {
+	if s.note != "" {
+		r.Recorder.Eventf(pr, corev1.EventTypeWarning, "BrokenBackupsSkipped", "%s", s.note)
+	}
+	if base.Status.Phase == pr.Status.Phase {
 		return
 	}
 	c := meta.FindStatusCondition(pr.Status.Conditions, storagev1.ConditionComplete)

@@ -3,6 +3,7 @@ package storage
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -12,19 +13,23 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	storagev1 "github.com/okgoes/okgoes-operator/api/storage/v1"
+	"github.com/okgoes/okgoes-operator/internal/objectstore"
 	"github.com/okgoes/okgoes-operator/internal/retention"
 	"github.com/okgoes/okgoes-operator/internal/schedule"
 )
 
-const maxListedBackups = 50
+const (
+	maxListedBackups = 50
+	maxListedBroken  = 20
+)
 
-// pruneBackups runs after each successful backup: it lists the restorable backups (those with a
-// manifest), deletes those spec.retention does not keep — manifest first, so a half-pruned backup
-// is never listed as restorable — and records the rest in status.backups. A failure is reported
-// as an event and retried after the next successful run; it never fails the run itself.
-func (r *PVCBackupReconciler) pruneBackups(ctx context.Context, s *scope) {
+// housekeeping runs after each finished run. It always removes what failed or killed runs left
+// in the bucket (incomplete multipart uploads, archives without a manifest); with prune (after a
+// successful, verified run) it also applies spec.retention. A failure is reported as an event and
+// retried after the next run; it never fails the run itself.
+func (r *PVCBackupReconciler) housekeeping(ctx context.Context, s *scope, prune bool) {
 	pb := s.backup
-	if err := r.prune(ctx, s); err != nil {
+	if err := r.tidy(ctx, s, prune); err != nil {
 		log.FromContext(ctx).Error(err, "pruning backups")
 		if r.Recorder != nil {
 			r.Recorder.Eventf(pb, corev1.EventTypeWarning, "PruneFailed", "%v", err)
@@ -32,7 +37,11 @@ func (r *PVCBackupReconciler) pruneBackups(ctx context.Context, s *scope) {
 	}
 }
 
-func (r *PVCBackupReconciler) prune(ctx context.Context, s *scope) error {
+// tidy lists the backups (readCatalog: only complete ones count), records them in status, and
+// deletes: the backups spec.retention does not keep (manifest first, so a half-pruned backup is
+// never listed as restorable), then orphaned archives and abandoned uploads of runs that are
+// over. Broken backups are reported, never counted and never deleted.
+func (r *PVCBackupReconciler) tidy(ctx context.Context, s *scope, prune bool) error {
 	pb := s.backup
 	store, err := r.storeFor(ctx, s)
 	if err != nil {
@@ -40,33 +49,33 @@ func (r *PVCBackupReconciler) prune(ctx context.Context, s *scope) error {
 	}
 	cctx, cancel := context.WithTimeout(ctx, s3Timeout)
 	defer cancel()
-	objects, err := store.List(cctx, backupPrefix(pb))
+	prefix := backupPrefix(pb)
+	cat, err := readCatalog(cctx, store, prefix)
 	if err != nil {
-		return fmt.Errorf("list backups: %w", err)
+		return err
 	}
-	var backups []retention.Backup
-	for _, o := range objects {
-		id, ok := strings.CutSuffix(strings.TrimPrefix(o.Key, backupPrefix(pb)), ".manifest.json")
-		if !ok || strings.Contains(id, "/") {
-			continue
-		}
-		t, err := time.Parse("20060102T150405Z", strings.TrimSuffix(id, "-manual"))
-		if err != nil {
-			continue // not one of ours
-		}
-		backups = append(backups, retention.Backup{ID: id, Time: t})
+	cat = withoutUnverified(cat, pb.Status.History)
+
+	backups := make([]retention.Backup, 0, len(cat.Valid))
+	for _, b := range cat.Valid {
+		backups = append(backups, retention.Backup{ID: b.ID, Time: b.Time})
 	}
-	keep, drop := backups, []retention.Backup(nil)
-	if rp := pb.Spec.Retention; rp != nil {
+	keep, drop := retention.Select(backups, retention.Policy{}, time.UTC) // newest first
+	if rp := pb.Spec.Retention; rp != nil && prune {
 		loc, err := schedule.Location(pb.Spec.Schedule, ptr.Deref(pb.Spec.TimeZone, ""))
 		if err != nil {
 			loc = time.UTC
 		}
 		keep, drop = retention.Select(backups, retention.Policy{Last: int(rp.KeepLast), Daily: int(rp.KeepDaily),
 			Weekly: int(rp.KeepWeekly), Monthly: int(rp.KeepMonthly)}, loc)
-	} else {
-		keep, _ = retention.Select(backups, retention.Policy{}, time.UTC) // newest first
 	}
+	// Status first: what is kept does not depend on whether the deletions below succeed.
+	pb.Status.Backups = nil
+	for _, b := range keep[:min(len(keep), maxListedBackups)] {
+		pb.Status.Backups = append(pb.Status.Backups, storagev1.BackupRef{ID: b.ID, Time: metav1.NewTime(b.Time), ObjectKey: archiveKey(pb, b.ID)})
+	}
+	r.reportBroken(pb, cat.Broken)
+
 	for _, b := range drop {
 		for _, key := range []string{manifestKey(pb, b.ID), archiveKey(pb, b.ID)} {
 			if err := store.Delete(cctx, key); err != nil {
@@ -77,9 +86,74 @@ func (r *PVCBackupReconciler) prune(ctx context.Context, s *scope) error {
 	if len(drop) > 0 && r.Recorder != nil {
 		r.Recorder.Eventf(pb, corev1.EventTypeNormal, "Pruned", "pruned %d backups, %d kept", len(drop), len(keep))
 	}
-	pb.Status.Backups = nil
-	for _, b := range keep[:min(len(keep), maxListedBackups)] {
-		pb.Status.Backups = append(pb.Status.Backups, storagev1.BackupRef{ID: b.ID, Time: metav1.NewTime(b.Time), ObjectKey: archiveKey(pb, b.ID)})
+	active := ""
+	if run := pb.Status.ActiveRun; run != nil {
+		active = archiveKey(pb, run.ID)
+	}
+	for _, key := range cat.Orphans {
+		if key == active {
+			continue
+		}
+		if err := store.Delete(cctx, key); err != nil {
+			return fmt.Errorf("delete archive without manifest %s: %w", key, err)
+		}
+		if r.Recorder != nil {
+			r.Recorder.Eventf(pb, corev1.EventTypeNormal, "OrphanDeleted", "deleted %s: an archive without a manifest (a failed run or an unfinished prune)", key)
+		}
+	}
+	uploads, err := store.IncompleteUploads(cctx, prefix)
+	if err != nil {
+		return fmt.Errorf("list incomplete uploads: %w", err)
+	}
+	for _, u := range uploads {
+		if u.Key == active {
+			continue
+		}
+		if err := store.AbortUploads(cctx, u.Key); err != nil && !objectstore.IsNotFound(err) {
+			return fmt.Errorf("abort incomplete upload of %s: %w", u.Key, err)
+		}
 	}
 	return nil
+}
+
+// withoutUnverified moves backups whose verification failed (as history records) from the valid
+// to the broken ones: a backup known to be damaged never takes a good one's place.
+func withoutUnverified(cat catalog, history []storagev1.RunStatus) catalog {
+	cat.Valid = slices.DeleteFunc(cat.Valid, func(b backupEntry) bool {
+		for _, h := range history {
+			if h.ID == b.ID && h.Verified != nil && !*h.Verified {
+				cat.Broken = append(cat.Broken, brokenEntry{b.ID, "failed verification: " + h.VerificationMessage})
+				return true
+			}
+		}
+		return false
+	})
+	return cat
+}
+
+// reportBroken records the broken backups in status and warns when the set changes.
+func (r *PVCBackupReconciler) reportBroken(pb *storagev1.PVCBackup, broken []brokenEntry) {
+	before := pb.Status.BrokenBackups
+	pb.Status.BrokenBackups = nil
+	var ids []string
+	for _, b := range broken[:min(len(broken), maxListedBroken)] {
+		pb.Status.BrokenBackups = append(pb.Status.BrokenBackups, storagev1.BrokenBackup{ID: b.ID, Problem: truncate(b.Problem, 1024)})
+		ids = append(ids, b.ID)
+	}
+	changed := len(before) != len(pb.Status.BrokenBackups)
+	for i := 0; !changed && i < len(before); i++ {
+		changed = before[i] != pb.Status.BrokenBackups[i]
+	}
+	if changed && len(broken) > 0 && r.Recorder != nil {
+		r.Recorder.Eventf(pb, corev1.EventTypeWarning, "BrokenBackups",
+			"%d backups under %s are not usable and are neither counted nor pruned: %s (see status.brokenBackups)",
+			len(broken), backupPrefix(pb), strings.Join(ids, ", "))
+	}
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n-3] + "..."
 }

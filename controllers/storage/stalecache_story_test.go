@@ -57,6 +57,7 @@ func TestAFinishedRestoreIsNotRunAgainFromAStaleCache(t *testing.T) {
 		if pr.Status.Phase == storagev1.RestoreRestoring {
 			t.Fatalf("the restore did not finish: %+v", pr.Status)
 		}
+		w.reconcileRestore(pr) // the outcome is saved: this one deletes the Job
 		done := pr.DeepCopy()
 
 		r := &PVCRestoreReconciler{Client: laggingCache(t, stale), Deps: w.deps(k8s)}
@@ -90,6 +91,7 @@ func TestAFinishedBackupRunIsNotStartedAgainFromAStaleCache(t *testing.T) {
 	if pb.Status.ActiveRun != nil || pb.Status.LastRun == nil {
 		t.Fatalf("the run did not finish: %+v", pb.Status)
 	}
+	w.reconcile(pb) // the outcome is saved: this one deletes the Job
 	done := pb.DeepCopy()
 
 	r := &PVCBackupReconciler{Client: laggingCache(t, stale), Deps: w.deps(k8s), SnapshotsAvailable: true}

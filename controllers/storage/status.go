@@ -62,7 +62,7 @@ func computeStatus(pb *storagev1.PVCBackup, s *scope, err error) {
 		return
 	case st.LastRun != nil && st.LastRun.Result == storagev1.RunFailed && st.ActiveRun == nil:
 		set(storagev1.ConditionReady, metav1.ConditionFalse, ReasonBackupFailed,
-			fmt.Sprintf("backup %s failed: %s", st.LastRun.ID, st.LastRun.Message))
+			fmt.Sprintf("backup %s failed%s: %s", st.LastRun.ID, inParens(st.LastRun.Reason), st.LastRun.Message))
 	case st.LastRun != nil && st.LastRun.Verified != nil && !*st.LastRun.Verified && st.ActiveRun == nil:
 		set(storagev1.ConditionReady, metav1.ConditionFalse, ReasonVerificationFailed,
 			fmt.Sprintf("backup %s was written but does not verify: %s", st.LastRun.ID, st.LastRun.VerificationMessage))
@@ -94,6 +94,13 @@ func computeStatus(pb *storagev1.PVCBackup, s *scope, err error) {
 		set(storagev1.ConditionRunning, metav1.ConditionFalse, ReasonSucceeded,
 			fmt.Sprintf("backup %s: %d bytes, sha256 %s", st.LastRun.ID, st.LastRun.Bytes, st.LastRun.SHA256))
 	default:
-		set(storagev1.ConditionRunning, metav1.ConditionFalse, ReasonFailed, fmt.Sprintf("backup %s: %s", st.LastRun.ID, st.LastRun.Message))
+		set(storagev1.ConditionRunning, metav1.ConditionFalse, ReasonFailed, fmt.Sprintf("backup %s%s: %s", st.LastRun.ID, inParens(st.LastRun.Reason), st.LastRun.Message))
 	}
+}
+
+func inParens(s string) string {
+	if s == "" {
+		return ""
+	}
+	return " (" + s + ")"
 }

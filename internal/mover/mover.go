@@ -8,8 +8,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"sync/atomic"
 	"time"
 
 	"github.com/okgoes/okgoes-operator/internal/archive"
@@ -33,6 +35,7 @@ const (
 	EnvScheduledTime   = "BACKUP_SCHEDULED_TIME"
 	EnvPartSize        = "S3_PART_SIZE"
 	EnvTerminationLog  = "MOVER_TERMINATION_LOG"
+	EnvIdleTimeout     = "S3_IDLE_TIMEOUT" // a Go duration; DefaultIdleTimeout when empty
 )
 
 // DefaultPartSize is the multipart part size: the mover holds about one part in memory, so this
@@ -40,9 +43,14 @@ const (
 // compressed archives.
 const DefaultPartSize = 16 << 20
 
-// ObjectStore is what a backup needs from S3.
+// DefaultIdleTimeout is how long an upload may send no byte to S3 before the mover gives up
+// on it: long enough for one part on a slow link, short enough that a frozen server ends the run
+// long before its deadline.
+const DefaultIdleTimeout = 5 * time.Minute
+
+// ObjectStore is what a backup needs from S3. Upload reads progress as bytes reach S3.
 type ObjectStore interface {
-	Upload(ctx context.Context, key string, r io.Reader, partSize uint64) (int64, error)
+	Upload(ctx context.Context, key string, r io.Reader, partSize uint64, progress io.Reader) (int64, error)
 	PutBytes(ctx context.Context, key string, data []byte, contentType string) error
 }
 
@@ -57,12 +65,27 @@ type BackupJob struct {
 	ScheduledTime   time.Time
 	PartSize        uint64
 	OperatorVersion string
+	// IdleTimeout ends the upload when S3 takes no byte for this long (DefaultIdleTimeout if 0).
+	IdleTimeout time.Duration
 }
 
+// errStalled is the cause of a context the idle watchdog cancelled.
+var errStalled = errors.New("S3 stalled")
+
 // Backup streams job.SourceDir into the archive object and then writes the manifest. When any
-// step fails no manifest is written, so a partial upload can never pass for a backup.
+// step fails no manifest is written, so a partial upload can never pass for a backup. The
+// error carries the failing side's Reason: the volume (VolumeReadFailed), S3 (StorageFailed,
+// StorageStalled) or a stop request (Interrupted).
 func Backup(ctx context.Context, store ObjectStore, job BackupJob, now func() time.Time) (archive.Manifest, error) {
 	start := now()
+	idle := job.IdleTimeout
+	if idle <= 0 {
+		idle = DefaultIdleTimeout
+	}
+	uctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	progress := watchIdle(uctx, idle, cancel)
+
 	pr, pw := io.Pipe()
 	type written struct {
 		stats archive.Stats
@@ -70,7 +93,7 @@ func Backup(ctx context.Context, store ObjectStore, job BackupJob, now func() ti
 	}
 	done := make(chan written, 1)
 	go func() {
-		stats, err := archive.Write(ctx, job.SourceDir, pw, archive.WriteOptions{})
+		stats, err := archive.Write(uctx, job.SourceDir, pw, archive.WriteOptions{})
 		pw.CloseWithError(err) // nil closes normally: the upload sees EOF
 		done <- written{stats, err}
 	}()
@@ -78,16 +101,22 @@ func Backup(ctx context.Context, store ObjectStore, job BackupJob, now func() ti
 	if partSize == 0 {
 		partSize = DefaultPartSize
 	}
-	uploaded, upErr := store.Upload(ctx, job.ArchiveKey, pr, partSize)
-	pr.CloseWithError(upErr) // unblock the writer if the upload stopped early
+	uploaded, upErr := store.Upload(uctx, job.ArchiveKey, pr, partSize, progress)
+	pr.CloseWithError(upErrOrClosed(upErr)) // unblock the writer if the upload stopped early
 	w := <-done
 	switch {
-	case w.err != nil:
-		return archive.Manifest{}, fmt.Errorf("read volume %s: %w", job.SourceDir, w.err)
+	case context.Cause(uctx) == errStalled:
+		return archive.Manifest{}, fail(ReasonStorageStalled,
+			"upload %s: S3 at took no data for %v (server frozen or network stalled); the upload was abandoned", job.ArchiveKey, idle)
+	case ctx.Err() != nil:
+		return archive.Manifest{}, fail(ReasonInterrupted, "backup interrupted (%v) after %v", context.Cause(ctx), now().Sub(start).Round(time.Second))
+	case w.err != nil && !errors.Is(w.err, errUploadStopped):
+		// The volume failed first; the upload only saw its stream end with that error.
+		return archive.Manifest{}, fail(ReasonVolumeReadFailed, "read volume %s: %w", job.SourceDir, w.err)
 	case upErr != nil:
-		return archive.Manifest{}, fmt.Errorf("upload %s: %w", job.ArchiveKey, upErr)
+		return archive.Manifest{}, fail(ReasonStorageFailed, "upload %s: %w", job.ArchiveKey, upErr)
 	case uploaded != w.stats.ArchiveBytes:
-		return archive.Manifest{}, fmt.Errorf("upload %s: stored %d bytes, archive has %d", job.ArchiveKey, uploaded, w.stats.ArchiveBytes)
+		return archive.Manifest{}, fail(ReasonStorageFailed, "upload %s: stored %d bytes, archive has %d", job.ArchiveKey, uploaded, w.stats.ArchiveBytes)
 	}
 
 	m := archive.NewManifest(job.ID, job.Namespace, job.PVC, job.ArchiveKey, w.stats)
@@ -97,11 +126,61 @@ func Backup(ctx context.Context, store ObjectStore, job BackupJob, now func() ti
 	if err != nil {
 		return archive.Manifest{}, err
 	}
-	if err := store.PutBytes(ctx, job.ManifestKey, data, "application/json"); err != nil {
-		return archive.Manifest{}, fmt.Errorf("write manifest %s: %w", job.ManifestKey, err)
+	if err := store.PutBytes(uctx, job.ManifestKey, data, "application/json"); err != nil {
+		return archive.Manifest{}, fail(ReasonStorageFailed, "write manifest %s: %w", job.ManifestKey, err)
 	}
 	return m, nil
 }
+
+// errUploadStopped is what the archive writer sees when the upload ended before the stream.
+var errUploadStopped = errors.New("the upload stopped")
+
+func upErrOrClosed(err error) error {
+	if err != nil {
+		return fmt.Errorf("%w: %w", errUploadStopped, err)
+	}
+	return errUploadStopped
+}
+
+// watchIdle returns the progress reader of an upload and cancels ctx with errStalled when it has
+// not been read for idle. It stops when ctx ends.
+func watchIdle(ctx context.Context, idle time.Duration, cancel context.CancelCauseFunc) io.Reader {
+	p := &progressReader{}
+	p.last.Store(time.Now().UnixNano())
+	tick := min(idle/4, time.Second)
+	go func() {
+		t := time.NewTicker(tick)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if time.Since(time.Unix(0, p.last.Load())) > idle {
+					cancel(errStalled)
+					return
+				}
+			}
+		}
+	}()
+	return p
+}
+
+// progressReader is minio-go's progress hook: it is "read" as many bytes as were sent.
+type progressReader struct {
+	last atomic.Int64 // unix nanoseconds of the last progress
+	sent atomic.Int64
+}
+
+func (p *progressReader) Read(b []byte) (int, error) {
+	p.sent.Add(int64(len(b)))
+	p.last.Store(time.Now().UnixNano())
+	return len(b), nil
+}
+
+// ErrBadManifest is wrapped by the error of ReadManifest when the object was read but is not a
+// manifest; any other error is the reader's (S3's).
+var ErrBadManifest = errors.New("not a valid manifest")
 
 // ReadManifest decodes a manifest object.
 func ReadManifest(r io.Reader) (archive.Manifest, error) {
@@ -111,7 +190,7 @@ func ReadManifest(r io.Reader) (archive.Manifest, error) {
 		return m, err
 	}
 	if err := json.NewDecoder(bytes.NewReader(data)).Decode(&m); err != nil {
-		return m, fmt.Errorf("decode manifest: %w", err)
+		return m, fmt.Errorf("%w: %v", ErrBadManifest, err)
 	}
 	return m, nil
 }

@@ -45,8 +45,8 @@ func TestRestoreRoundTrip(t *testing.T) {
 func TestRestoreRefusesOrCleansOrMerges(t *testing.T) {
 	for _, tt := range []struct {
 		policy     string
-		wantResult string
-		wantReason string
+		wantResult Outcome
+		wantReason Reason
 		oldKept    bool
 	}{
 		{"", "Failed", ReasonTargetNotEmpty, true},
@@ -74,7 +74,7 @@ func TestRestoreDetectsDamage(t *testing.T) {
 	tests := []struct {
 		name   string
 		damage func(t *testing.T, e env, s3 *minio.Client)
-		reason string
+		reason Reason
 	}{
 		{"a flipped byte in the archive", func(t *testing.T, e env, s3 *minio.Client) {
 			data := get(t, s3, e[EnvArchiveKey])

@@ -2,7 +2,6 @@ package mover
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"strconv"
@@ -11,19 +10,6 @@ import (
 
 	"github.com/okgoes/okgoes-operator/internal/objectstore"
 )
-
-// Result is what the mover reports through the pod's termination message (at most 4 KiB), so the
-// controller learns why a run failed without reading logs.
-type Result struct {
-	Result     string `json:"result"` // Succeeded or Failed
-	Reason     string `json:"reason,omitempty"`
-	Message    string `json:"message,omitempty"`
-	ID         string `json:"id,omitempty"`
-	ArchiveKey string `json:"archiveKey,omitempty"`
-	Bytes      int64  `json:"bytes,omitempty"`
-	SHA256     string `json:"sha256,omitempty"`
-	Files      int64  `json:"files,omitempty"`
-}
 
 // Config is the mover's whole input, read from the environment.
 type Config struct {
@@ -87,6 +73,13 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		}
 		c.Job.ScheduledTime = t
 	}
+	if s := getenv(EnvIdleTimeout); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil || d <= 0 {
+			return c, fmt.Errorf("%s: %q is not a positive duration", EnvIdleTimeout, s)
+		}
+		c.Job.IdleTimeout = d
+	}
 	if s := getenv(EnvPartSize); s != "" {
 		n, err := strconv.ParseUint(s, 10, 64)
 		if err != nil {
@@ -105,36 +98,24 @@ func RunBackup(ctx context.Context, getenv func(string) string, version string) 
 	return res
 }
 
-// writeTerminationLog reports res where the kubelet reads the termination message.
-func writeTerminationLog(getenv func(string) string, res *Result) {
-	path := getenv(EnvTerminationLog)
-	if path == "" {
-		path = "/dev/termination-log"
-	}
-	data, _ := json.Marshal(res)
-	if len(data) > 4000 { // the kubelet keeps at most 4096 bytes
-		res.Message = res.Message[:min(len(res.Message), 1000)] + "..."
-		data, _ = json.Marshal(res)
-	}
-	if err := os.WriteFile(path, data, 0o644); err != nil {
-		fmt.Fprintln(os.Stderr, "mover: write termination log:", err)
-	}
-}
-
 func runBackup(ctx context.Context, getenv func(string) string, version string) Result {
 	cfg, err := ConfigFromEnv(getenv)
 	if err != nil {
-		return Result{Result: "Failed", Message: err.Error()}
+		return failed(err, ReasonInvalidConfig)
 	}
 	cfg.Job.OperatorVersion = version
 	store, err := objectstore.New(cfg.Store)
 	if err != nil {
-		return Result{Result: "Failed", ID: cfg.Job.ID, Message: err.Error()}
+		res := failed(err, ReasonInvalidConfig)
+		res.ID = cfg.Job.ID
+		return res
 	}
 	m, err := Backup(ctx, store, cfg.Job, time.Now)
 	if err != nil {
-		return Result{Result: "Failed", ID: cfg.Job.ID, Message: err.Error()}
+		res := failed(err, ReasonStorageFailed)
+		res.ID = cfg.Job.ID
+		return res
 	}
-	return Result{Result: "Succeeded", ID: m.ID, ArchiveKey: m.Archive.Key, Bytes: m.Archive.Bytes,
+	return Result{Result: Succeeded, ID: m.ID, ArchiveKey: m.Archive.Key, Bytes: m.Archive.Bytes,
 		SHA256: m.Archive.SHA256, Files: m.Files}
 }

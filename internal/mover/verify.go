@@ -12,7 +12,7 @@ import (
 // writing anything anywhere: what PVCBackup spec.verify runs after each backup.
 func Verify(ctx context.Context, store ObjectReader, archiveKey, manifestKey string) (archive.Manifest, archive.Stats, error) {
 	return readBackup(ctx, store, archiveKey, manifestKey, nil,
-		func(r io.Reader) (archive.Stats, error) { return archive.Check(ctx, r) }, "")
+		func(r io.Reader) (archive.Stats, error) { return archive.Check(ctx, r) })
 }
 
 // RunVerify is `mover verify`.
@@ -25,11 +25,11 @@ func RunVerify(ctx context.Context, getenv func(string) string) Result {
 func runVerify(ctx context.Context, getenv func(string) string) Result {
 	cfg, err := storeFromEnv(getenv)
 	if err != nil {
-		return Result{Result: "Failed", Message: err.Error()}
+		return failed(err, ReasonInvalidConfig)
 	}
 	store, err := objectstore.New(cfg)
 	if err != nil {
-		return Result{Result: "Failed", Message: err.Error()}
+		return failed(err, ReasonInvalidConfig)
 	}
 	key := getenv(EnvArchiveKey)
 	m, st, err := Verify(ctx, store, key, getenv(EnvManifestKey))

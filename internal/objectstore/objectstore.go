@@ -10,7 +10,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"syscall"
 	"time"
 
 	"github.com/minio/minio-go/v7"
@@ -88,13 +90,19 @@ func (s *Store) BucketExists(ctx context.Context) (bool, error) {
 //
 // partSize must be set (at least 5 MiB, S3's minimum part): left at 0, minio-go would size
 // parts for a 5 TiB object and allocate a ~537 MiB buffer.
-func (s *Store) Upload(ctx context.Context, key string, r io.Reader, partSize uint64) (int64, error) {
+//
+// progress, when not nil, is read as many bytes as S3 has been sent (minio-go's progress hook):
+// what an idle watchdog watches. A failed upload is aborted by minio-go (its parts deleted)
+// when the server can still be reached; the operator removes what a killed process left
+// (IncompleteUploads, AbortUpload).
+func (s *Store) Upload(ctx context.Context, key string, r io.Reader, partSize uint64, progress io.Reader) (int64, error) {
 	if partSize < minPartSize {
 		return 0, fmt.Errorf("upload %s: part size %d is below the S3 minimum of 5 MiB", key, partSize)
 	}
 	info, err := s.client.PutObject(ctx, s.bucket, key, r, -1, minio.PutObjectOptions{
 		PartSize:   partSize,
 		NumThreads: 1,
+		Progress:   progress,
 		// What the operator uploads through this path is its zstd-compressed archive stream.
 		ContentType: "application/zstd",
 	})
@@ -125,6 +133,40 @@ func (s *Store) Get(ctx context.Context, key string) (io.ReadCloser, error) {
 	return obj, nil
 }
 
+// Stat describes key; a missing key is IsNotFound.
+func (s *Store) Stat(ctx context.Context, key string) (ObjectInfo, error) {
+	info, err := s.client.StatObject(ctx, s.bucket, key, minio.StatObjectOptions{})
+	if err != nil {
+		return ObjectInfo{}, err
+	}
+	return ObjectInfo{Key: info.Key, Size: info.Size, LastModified: info.LastModified}, nil
+}
+
+// Upload is a multipart upload that was started and neither completed nor aborted.
+type Upload struct {
+	Key       string
+	UploadID  string
+	Initiated time.Time
+}
+
+// IncompleteUploads lists the multipart uploads in progress (or abandoned) under prefix. Give a
+// prefix: MinIO's listing with an empty one has been seen to miss uploads.
+func (s *Store) IncompleteUploads(ctx context.Context, prefix string) ([]Upload, error) {
+	var out []Upload
+	for u := range s.client.ListIncompleteUploads(ctx, s.bucket, prefix, true) {
+		if u.Err != nil {
+			return nil, u.Err
+		}
+		out = append(out, Upload{Key: u.Key, UploadID: u.UploadID, Initiated: u.Initiated})
+	}
+	return out, nil
+}
+
+// AbortUploads aborts every incomplete multipart upload of key, deleting its parts.
+func (s *Store) AbortUploads(ctx context.Context, key string) error {
+	return s.client.RemoveIncompleteUpload(ctx, s.bucket, key)
+}
+
 // Delete removes key; a key already gone is success.
 func (s *Store) Delete(ctx context.Context, key string) error {
 	err := s.client.RemoveObject(ctx, s.bucket, key, minio.RemoveObjectOptions{})
@@ -134,14 +176,25 @@ func (s *Store) Delete(ctx context.Context, key string) error {
 	return err
 }
 
-// DeletePrefix removes every object under prefix and returns how many it removed; nothing to
-// remove is success.
+// DeletePrefix removes every object under prefix, and the parts of every incomplete multipart
+// upload there, and returns how many objects and uploads it removed; nothing to remove is
+// success.
 func (s *Store) DeletePrefix(ctx context.Context, prefix string) (int, error) {
-	objects, err := s.List(ctx, prefix)
+	uploads, err := s.IncompleteUploads(ctx, prefix)
 	if err != nil {
 		return 0, err
 	}
 	n := 0
+	for _, u := range uploads {
+		if err := s.AbortUploads(ctx, u.Key); err != nil {
+			return n, fmt.Errorf("abort upload of %s: %w", u.Key, err)
+		}
+		n++
+	}
+	objects, err := s.List(ctx, prefix)
+	if err != nil {
+		return n, err
+	}
 	for _, o := range objects {
 		if err := s.Delete(ctx, o.Key); err != nil {
 			return n, fmt.Errorf("delete %s: %w", o.Key, err)
@@ -166,6 +219,15 @@ func (s *Store) List(ctx context.Context, prefix string) ([]ObjectInfo, error) {
 // IsNotFound reports a missing key.
 func IsNotFound(err error) bool {
 	return err != nil && minio.ToErrorResponse(err).Code == minio.NoSuchKey
+}
+
+// IsNetworkError reports an error of the connection to S3 (refused, reset, timed out) rather
+// than an answer of the server.
+func IsNetworkError(err error) bool {
+	var netErr net.Error
+	var opErr *net.OpError
+	return errors.As(err, &netErr) || errors.As(err, &opErr) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNREFUSED)
 }
 
 // IsNoSuchBucket reports a missing bucket.

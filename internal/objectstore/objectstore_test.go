@@ -49,7 +49,7 @@ func TestStreamingUploadRoundTrips(t *testing.T) {
 	ctx := context.Background()
 	const size = 20 << 20
 	want := sha256.New()
-	n, err := s.Upload(ctx, "a/big", io.TeeReader(pseudoRandom(size), want), 5<<20)
+	n, err := s.Upload(ctx, "a/big", io.TeeReader(pseudoRandom(size), want), 5<<20, nil)
 	if err != nil || n != size {
 		t.Fatalf("Upload = %d, %v", n, err)
 	}
@@ -119,7 +119,7 @@ func TestErrorsAreClassified(t *testing.T) {
 		is   func(error) bool
 	}{
 		{"upload to a missing bucket", func() error {
-			_, err := noBucket.Upload(ctx, "k", strings.NewReader("x"), 5<<20)
+			_, err := noBucket.Upload(ctx, "k", strings.NewReader("x"), 5<<20, nil)
 			return err
 		}, IsNoSuchBucket},
 		{"PutBytes to a missing bucket", func() error { return noBucket.PutBytes(ctx, "k", []byte("x"), "") }, IsNoSuchBucket},
@@ -127,7 +127,7 @@ func TestErrorsAreClassified(t *testing.T) {
 		{"Get of a missing key", func() error { _, err := s.Get(ctx, "missing"); return err }, IsNotFound},
 		{"wrong secret key", func() error { _, err := open("bucket", m.AccessKey, wrongSecret).BucketExists(ctx); return err }, IsAccessDenied},
 		{"wrong secret key, upload", func() error {
-			_, err := open("bucket", m.AccessKey, wrongSecret).Upload(ctx, "k", strings.NewReader("x"), 5<<20)
+			_, err := open("bucket", m.AccessKey, wrongSecret).Upload(ctx, "k", strings.NewReader("x"), 5<<20, nil)
 			return err
 		}, IsAccessDenied},
 		{"unknown access key", func() error { _, err := open("bucket", "nobody", wrongSecret).List(ctx, ""); return err }, IsAccessDenied},
@@ -181,7 +181,7 @@ func TestUploadRefusesATinyPartSize(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, partSize := range []uint64{0, 5<<20 - 1} {
-		if _, err := s.Upload(context.Background(), "k", strings.NewReader("x"), partSize); err == nil {
+		if _, err := s.Upload(context.Background(), "k", strings.NewReader("x"), partSize, nil); err == nil {
 			t.Errorf("part size %d was accepted", partSize)
 		}
 	}
@@ -224,7 +224,7 @@ func BenchmarkUpload(b *testing.B) {
 	const size = 256 << 20
 	b.SetBytes(size)
 	for i := 0; b.Loop(); i++ {
-		if _, err := s.Upload(context.Background(), "bench", pseudoRandom(size), 16<<20); err != nil {
+		if _, err := s.Upload(context.Background(), "bench", pseudoRandom(size), 16<<20, nil); err != nil {
 			b.Fatal(err)
 		}
 	}

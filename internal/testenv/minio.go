@@ -97,11 +97,19 @@ func (m *MinIO) waitLive(timeout time.Duration) error {
 func (m *MinIO) Stop() {
 	m.stopOnce.Do(func() {
 		_ = syscall.Kill(-m.cmd.Process.Pid, syscall.SIGKILL)
+		m.Thaw() // a stopped process dies of SIGKILL too, but let nothing wait on it
 		<-m.exited
 		m.log.Close()
 		_ = os.RemoveAll(filepath.Join(m.dir, "data"))
 	})
 }
+
+// Freeze stops the server (SIGSTOP to its process group) without closing its connections: a
+// frozen dependency, which accepts bytes into socket buffers and answers nothing. Thaw resumes it.
+func (m *MinIO) Freeze() { _ = syscall.Kill(-m.cmd.Process.Pid, syscall.SIGSTOP) }
+
+// Thaw resumes a frozen server.
+func (m *MinIO) Thaw() { _ = syscall.Kill(-m.cmd.Process.Pid, syscall.SIGCONT) }
 
 func freeAddr(t testing.TB) string {
 	l, err := net.Listen("tcp", "127.0.0.1:0")

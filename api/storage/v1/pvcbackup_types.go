@@ -107,6 +107,16 @@ type Retention struct {
 	KeepMonthly int32 `json:"keepMonthly,omitempty"`
 }
 
+// BrokenBackup is an object under the backup prefix that is not a usable backup.
+type BrokenBackup struct {
+	// ID the object's name stands for.
+	// +kubebuilder:validation:MaxLength=256
+	ID string `json:"id"`
+	// Problem found, e.g. "archive ... does not exist".
+	// +kubebuilder:validation:MaxLength=1024
+	Problem string `json:"problem"`
+}
+
 // BackupRef is one restorable backup in the bucket (one with a manifest).
 type BackupRef struct {
 	// ID of the backup (use it as PVCRestore spec.source.backupID).
@@ -206,6 +216,23 @@ type MoverOptions struct {
 	// Resources of the mover container.
 	// +optional
 	Resources corev1.ResourceRequirements `json:"resources,omitempty"`
+	// ActiveDeadlineSeconds bounds one mover Job (a backup, its verification, or a restore), from
+	// its creation, waiting for a pod included: past it the Job is stopped and the run ends
+	// Failed with reason DeadlineExceeded. Default 21600 (6 hours).
+	// +kubebuilder:validation:Minimum=60
+	// +optional
+	ActiveDeadlineSeconds *int64 `json:"activeDeadlineSeconds,omitempty"`
+}
+
+// DefaultActiveDeadlineSeconds bounds a mover Job whose MoverOptions set no deadline.
+const DefaultActiveDeadlineSeconds = 6 * 3600
+
+// Deadline is how long one mover Job may run.
+func (m *MoverOptions) Deadline() int64 {
+	if m == nil || m.ActiveDeadlineSeconds == nil {
+		return DefaultActiveDeadlineSeconds
+	}
+	return *m.ActiveDeadlineSeconds
 }
 
 // Condition types of a PVCBackup.
@@ -255,6 +282,10 @@ type RunStatus struct {
 	Duration string `json:"duration,omitempty"`
 	// Result of the run.
 	Result RunResult `json:"result"`
+	// Reason of a failure, e.g. DeadlineExceeded, StorageFailed, StorageStalled, VolumeReadFailed,
+	// MoverKilled.
+	// +optional
+	Reason string `json:"reason,omitempty"`
 	// Message explains a failure.
 	// +optional
 	Message string `json:"message,omitempty"`
@@ -314,10 +345,18 @@ type PVCBackupStatus struct {
 	// +kubebuilder:validation:MaxItems=10
 	History []RunStatus `json:"history,omitempty"`
 	// Backups lists the restorable backups in the bucket, newest first (at most 50), as seen after
-	// the last successful run and its pruning.
+	// the last successful run and its pruning: only complete backups (manifest and archive of the
+	// declared size) are listed and counted by the retention rules.
 	// +optional
 	// +kubebuilder:validation:MaxItems=50
 	Backups []BackupRef `json:"backups,omitempty"`
+	// BrokenBackups lists objects under this PVCBackup's prefix that look like backups but are not
+	// usable (a manifest that does not decode, an archive missing or of the wrong size). They are
+	// neither restored as "latest" nor counted by retention, and never deleted by it: inspect and
+	// remove them by hand (at most 20 listed).
+	// +optional
+	// +kubebuilder:validation:MaxItems=20
+	BrokenBackups []BrokenBackup `json:"brokenBackups,omitempty"`
 	// MissedSchedules counts scheduled times that never ran (operator down past the deadline, or
 	// more than one tick missed: only the latest is caught up).
 	// +optional

@@ -1,0 +1,175 @@
+package storage
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/okgoes/okgoes-operator/internal/mover"
+)
+
+// Reasons of a mover Job that the mover itself cannot report (the others are mover.Reason).
+const (
+	ReasonDeadlineExceeded = "DeadlineExceeded" // the run outlived spec.mover.activeDeadlineSeconds
+	ReasonMoverKilled      = "MoverKilled"      // the mover container was killed (OOMKilled, SIGKILL) before it could report
+	ReasonMoverFailed      = "MoverFailed"      // the Job failed and the mover left no report
+	ReasonWaitingForPod    = "WaitingForPod"    // the mover pod is not running yet (scheduling, image pull, volume)
+)
+
+// deadlineGrace is how long after a run's deadline the controller waits for the Job controller's
+// own DeadlineExceeded verdict (and the mover's report of the interruption) before it ends the run
+// itself: the Job controller may be slow, or absent.
+const deadlineGrace = 2 * time.Minute
+
+// moverJobState is what a mover Job (backup, verify or restore) is doing, read from the Job, its
+// pod, and the mover's report in the pod's termination message. The one place Job and pod
+// states are interpreted.
+type moverJobState struct {
+	finished, failed bool
+	// result is the mover's own report, when it wrote one.
+	result   mover.Result
+	reported bool
+	// reason and message of a failure (finished && failed).
+	reason, message string
+	// waiting and waitingMessage say why a Job that has not finished has no running mover.
+	waiting, waitingMessage string
+	// deadline is when the run must be over.
+	deadline time.Time
+}
+
+// stage is the Running reason and message of an unfinished Job: running is the reason while the
+// mover runs, what names the work in messages.
+func (st moverJobState) stage(running, what string) (string, string) {
+	if st.waiting != "" {
+		return ReasonWaitingForPod, fmt.Sprintf("%s waits for its mover pod: %s: %s (the run fails at %s if it never starts)",
+			what, st.waiting, st.waitingMessage, st.deadline.UTC().Format(time.RFC3339))
+	}
+	return running, ""
+}
+
+// requeue is the next look at an unfinished Job: the poll interval, or the deadline (and its
+// grace) if sooner.
+func (st moverJobState) requeue(now time.Time, poll time.Duration) time.Duration {
+	return min(poll, max(st.deadline.Add(deadlineGrace).Sub(now)+time.Second, time.Second))
+}
+
+// jobState reads a mover Job of a run that started at start and may last deadlineSeconds.
+func (d Deps) jobState(ctx context.Context, job *batchv1.Job, start, now time.Time, deadlineSeconds int64) moverJobState {
+	st := moverJobState{deadline: start.Add(time.Duration(deadlineSeconds) * time.Second)}
+	pods := &corev1.PodList{}
+	if err := d.APIReader.List(ctx, pods, client.InNamespace(job.Namespace), client.MatchingLabels{"job-name": job.Name}); err != nil {
+		pods.Items = nil // the Job's conditions alone still decide; the report only adds detail
+	}
+	var term *corev1.ContainerStateTerminated
+	for _, p := range pods.Items {
+		for _, cs := range p.Status.ContainerStatuses {
+			if t := cs.State.Terminated; t != nil && cs.Name == moverContainer {
+				term = t
+			}
+		}
+	}
+	if term != nil && term.Message != "" {
+		if err := json.Unmarshal([]byte(term.Message), &st.result); err == nil && st.result.Result != "" {
+			st.reported = true
+		}
+	}
+
+	var failedCond *batchv1.JobCondition
+	for i, c := range job.Status.Conditions {
+		if c.Status != corev1.ConditionTrue {
+			continue
+		}
+		switch c.Type {
+		case batchv1.JobComplete:
+			st.finished = true
+			if st.reported && !st.result.Succeeded() { // cannot happen with our mover; never trust it
+				st.failed, st.reason, st.message = true, string(st.result.Reason), "mover: "+st.result.Message
+			}
+			return st
+		case batchv1.JobFailed:
+			failedCond = &job.Status.Conditions[i]
+		}
+	}
+	limit := time.Duration(deadlineSeconds) * time.Second
+	switch {
+	case failedCond != nil:
+		st.finished, st.failed = true, true
+		switch {
+		case failedCond.Reason == batchv1.JobReasonDeadlineExceeded:
+			st.reason = ReasonDeadlineExceeded
+			st.message = fmt.Sprintf("the run did not finish within its deadline of %v (spec.mover.activeDeadlineSeconds); the Job stopped it", limit)
+			if st.reported {
+				st.message += "; mover: " + st.result.Message
+			}
+		case st.reported:
+			st.reason = string(st.result.Reason)
+			if st.reason == "" {
+				st.reason = ReasonMoverFailed
+			}
+			st.message = "mover: " + strings.TrimPrefix(st.result.Message, "mover: ")
+		case term != nil:
+			st.reason = ReasonMoverKilled
+			st.message = fmt.Sprintf("the mover container exited with code %d (%s) without a report", term.ExitCode, orDefault(term.Reason, "no reason given"))
+			if term.Signal != 0 {
+				st.message += fmt.Sprintf(", signal %d", term.Signal)
+			}
+			if term.Message != "" {
+				st.message += "; last output: " + truncate(strings.TrimSpace(term.Message), 512)
+			}
+			st.message += fmt.Sprintf("; Job: %s: %s", failedCond.Reason, failedCond.Message)
+		default:
+			st.reason = ReasonMoverFailed
+			st.message = fmt.Sprintf("mover Job failed: %s: %s", failedCond.Reason, failedCond.Message)
+		}
+		return st
+	case now.After(st.deadline.Add(deadlineGrace)):
+		st.finished, st.failed, st.reason = true, true, ReasonDeadlineExceeded
+		st.message = fmt.Sprintf("the run did not finish within its deadline of %v (spec.mover.activeDeadlineSeconds) and its Job did not end; the Job is deleted", limit)
+		return st
+	}
+	st.waiting, st.waitingMessage = podWaiting(pods.Items)
+	return st
+}
+
+// podWaiting says why the pods of a Job run no mover yet ("" when one runs or has run).
+func podWaiting(pods []corev1.Pod) (reason, message string) {
+	if len(pods) == 0 {
+		return "", "" // the Job controller creates it in a moment; the deadline covers one that never does
+	}
+	for _, p := range pods {
+		if p.Status.Phase != corev1.PodPending {
+			return "", ""
+		}
+	}
+	p := pods[len(pods)-1]
+	for _, cs := range p.Status.ContainerStatuses {
+		if w := cs.State.Waiting; w != nil && w.Reason != "" {
+			return w.Reason, fmt.Sprintf("pod %s: %s", p.Name, orDefault(w.Message, w.Reason))
+		}
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
+			return orDefault(c.Reason, "Unschedulable"), fmt.Sprintf("pod %s: %s", p.Name, c.Message)
+		}
+	}
+	return "Pending", fmt.Sprintf("pod %s is pending", p.Name)
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// remainingSeconds is the activeDeadlineSeconds of a Job created at now in a run that must be over
+// by deadline (at least a minute, so that a late Job still gets to report).
+func remainingSeconds(deadline, now time.Time) int64 {
+	return max(int64(deadline.Sub(now)/time.Second), 60)
+}

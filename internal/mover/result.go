@@ -1,0 +1,101 @@
+package mover
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+)
+
+// Outcome is how a mover command ended.
+type Outcome string
+
+const (
+	Succeeded Outcome = "Succeeded"
+	Failed    Outcome = "Failed"
+)
+
+// Reason says why a mover command failed. The reasons are defined here once: the mover reports
+// them and the storage controllers turn them into condition reasons unchanged.
+type Reason string
+
+const (
+	// ReasonBackupNotFound: the manifest or the archive of the backup does not exist.
+	ReasonBackupNotFound Reason = "BackupNotFound"
+	// ReasonVerificationFailed: the backup exists but is damaged or does not match its manifest.
+	ReasonVerificationFailed Reason = "VerificationFailed"
+	// ReasonTargetNotEmpty: overwrite is Refuse and the target volume holds data.
+	ReasonTargetNotEmpty Reason = "TargetNotEmpty"
+	// ReasonTargetNotWritable: the target volume refused a write (permissions, full, read-only).
+	ReasonTargetNotWritable Reason = "TargetNotWritable"
+	// ReasonVolumeReadFailed: the source volume could not be read.
+	ReasonVolumeReadFailed Reason = "VolumeReadFailed"
+	// ReasonStorageFailed: S3 refused or failed a request (upload, download, manifest write).
+	ReasonStorageFailed Reason = "StorageFailed"
+	// ReasonStorageStalled: S3 stopped taking or giving bytes for longer than the idle timeout.
+	ReasonStorageStalled Reason = "StorageStalled"
+	// ReasonInterrupted: the mover was told to stop (SIGTERM: deadline, eviction, deletion).
+	ReasonInterrupted Reason = "Interrupted"
+	// ReasonInvalidConfig: the mover's environment is incomplete or wrong (an operator bug).
+	ReasonInvalidConfig Reason = "InvalidConfig"
+)
+
+// Result is what the mover reports through the pod's termination message (at most 4 KiB), so the
+// controller learns why a run failed without reading logs.
+type Result struct {
+	Result     Outcome `json:"result"`
+	Reason     Reason  `json:"reason,omitempty"`
+	Message    string  `json:"message,omitempty"`
+	ID         string  `json:"id,omitempty"`
+	ArchiveKey string  `json:"archiveKey,omitempty"`
+	Bytes      int64   `json:"bytes,omitempty"`
+	SHA256     string  `json:"sha256,omitempty"`
+	Files      int64   `json:"files,omitempty"`
+}
+
+// Succeeded reports whether the command succeeded.
+func (r Result) Succeeded() bool { return r.Result == Succeeded }
+
+// failure is an error with the Reason the mover reports for it.
+type failure struct {
+	reason Reason
+	err    error
+}
+
+func (e *failure) Error() string { return e.err.Error() }
+func (e *failure) Unwrap() error { return e.err }
+
+// fail wraps err with reason.
+func fail(reason Reason, format string, args ...any) error {
+	return &failure{reason, fmt.Errorf(format, args...)}
+}
+
+// reasonOf is the Reason carried by err, or def.
+func reasonOf(err error, def Reason) Reason {
+	var f *failure
+	if errors.As(err, &f) {
+		return f.reason
+	}
+	return def
+}
+
+// failed is the Result of a command that failed with err.
+func failed(err error, def Reason) Result {
+	return Result{Result: Failed, Reason: reasonOf(err, def), Message: err.Error()}
+}
+
+// writeTerminationLog reports res where the kubelet reads the termination message.
+func writeTerminationLog(getenv func(string) string, res *Result) {
+	path := getenv(EnvTerminationLog)
+	if path == "" {
+		path = "/dev/termination-log"
+	}
+	data, _ := json.Marshal(res)
+	if len(data) > 4000 { // the kubelet keeps at most 4096 bytes
+		res.Message = res.Message[:min(len(res.Message), 1000)] + "..."
+		data, _ = json.Marshal(res)
+	}
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		fmt.Fprintln(os.Stderr, "mover: write termination log:", err)
+	}
+}
