@@ -53,7 +53,7 @@ type ObjectStore interface {
 	List(ctx context.Context, prefix string) ([]objectstore.ObjectInfo, error)
 	Delete(ctx context.Context, key string) error
 	DeletePrefix(ctx context.Context, prefix string) (int, error)
-	IncompleteUploads(ctx context.Context, prefix string) ([]objectstore.Upload, error)
+	IncompleteUploads(ctx context.Context, prefix string) ([]string, error)
 	AbortUploads(ctx context.Context, key string) error
 }
 

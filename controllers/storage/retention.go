@@ -105,12 +105,12 @@ func (r *PVCBackupReconciler) tidy(ctx context.Context, s *scope, prune bool) er
 	if err != nil {
 		return fmt.Errorf("list incomplete uploads: %w", err)
 	}
-	for _, u := range uploads {
-		if u.Key == active {
+	for _, key := range uploads {
+		if key == active {
 			continue
 		}
-		if err := store.AbortUploads(cctx, u.Key); err != nil && !objectstore.IsNotFound(err) {
-			return fmt.Errorf("abort incomplete upload of %s: %w", u.Key, err)
+		if err := store.AbortUploads(cctx, key); err != nil && !objectstore.IsNotFound(err) {
+			return fmt.Errorf("abort incomplete upload of %s: %w", key, err)
 		}
 	}
 	return nil

@@ -13,7 +13,6 @@ import (
 	"net"
 	"net/http"
 	"syscall"
-	"time"
 
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
@@ -41,9 +40,8 @@ type Store struct {
 
 // ObjectInfo describes one object.
 type ObjectInfo struct {
-	Key          string
-	Size         int64
-	LastModified time.Time
+	Key  string
+	Size int64
 }
 
 // New opens the bucket of cfg. It does not contact the server.
@@ -139,25 +137,19 @@ func (s *Store) Stat(ctx context.Context, key string) (ObjectInfo, error) {
 	if err != nil {
 		return ObjectInfo{}, err
 	}
-	return ObjectInfo{Key: info.Key, Size: info.Size, LastModified: info.LastModified}, nil
+	return ObjectInfo{Key: info.Key, Size: info.Size}, nil
 }
 
-// Upload is a multipart upload that was started and neither completed nor aborted.
-type Upload struct {
-	Key       string
-	UploadID  string
-	Initiated time.Time
-}
-
-// IncompleteUploads lists the multipart uploads in progress (or abandoned) under prefix. Give a
-// prefix: MinIO's listing with an empty one has been seen to miss uploads.
-func (s *Store) IncompleteUploads(ctx context.Context, prefix string) ([]Upload, error) {
-	var out []Upload
+// IncompleteUploads lists the keys of the multipart uploads in progress (or abandoned: started,
+// neither completed nor aborted) under prefix. Give a prefix: MinIO's listing with an empty one
+// has been seen to miss uploads.
+func (s *Store) IncompleteUploads(ctx context.Context, prefix string) ([]string, error) {
+	var out []string
 	for u := range s.client.ListIncompleteUploads(ctx, s.bucket, prefix, true) {
 		if u.Err != nil {
 			return nil, u.Err
 		}
-		out = append(out, Upload{Key: u.Key, UploadID: u.UploadID, Initiated: u.Initiated})
+		out = append(out, u.Key)
 	}
 	return out, nil
 }
@@ -185,9 +177,9 @@ func (s *Store) DeletePrefix(ctx context.Context, prefix string) (int, error) {
 		return 0, err
 	}
 	n := 0
-	for _, u := range uploads {
-		if err := s.AbortUploads(ctx, u.Key); err != nil {
-			return n, fmt.Errorf("abort upload of %s: %w", u.Key, err)
+	for _, key := range uploads {
+		if err := s.AbortUploads(ctx, key); err != nil {
+			return n, fmt.Errorf("abort upload of %s: %w", key, err)
 		}
 		n++
 	}
@@ -211,7 +203,7 @@ func (s *Store) List(ctx context.Context, prefix string) ([]ObjectInfo, error) {
 		if o.Err != nil {
 			return nil, o.Err
 		}
-		out = append(out, ObjectInfo{Key: o.Key, Size: o.Size, LastModified: o.LastModified})
+		out = append(out, ObjectInfo{Key: o.Key, Size: o.Size})
 	}
 	return out, nil
 }

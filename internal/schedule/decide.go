@@ -9,8 +9,8 @@ import (
 // MaxCounted caps how many due ticks Decide counts one by one. After long downtime a
 // once-a-minute schedule has 525,600 ticks a year; walking them all (robfig/cron's Next costs
 // about a microsecond) would stall a reconcile for up to a second, and the number matters only as
-// a counter in status. Past the cap Decide
-// stops counting, finds the latest tick by searching back from Now, and sets Decision.Capped.
+// a counter in status. Past the cap Decide stops counting (Missed or Skipped is then
+// MaxCounted + 1, a lower bound) and finds the latest tick by searching back from Now.
 // @every schedules are counted exactly (by division), whatever the downtime.
 const MaxCounted = 10000
 
@@ -48,9 +48,6 @@ type Decision struct {
 	Missed int
 	// Skipped counts ticks that came while a run was still going.
 	Skipped int
-	// Capped is true when more than MaxCounted ticks were due: Missed or Skipped is then a lower
-	// bound (MaxCounted + 1 ticks counted), not the exact number.
-	Capped bool
 	// Next is the first tick after Now, for status.nextBackup and RequeueAfter; zero if the
 	// schedule has none in the next five years (robfig/cron's horizon). For @every it is on the
 	// grid that starts at Created or LastScheduled, not Now + period.
@@ -77,11 +74,11 @@ func Decide(in Input) Decision {
 		after = *in.LastScheduled
 	}
 	d := Decision{Next: nextTick(in.Schedule, after, in.Now)}
-	latest, n, capped := dueTicks(in.Schedule, after, in.Now)
+	latest, n, _ := dueTicks(in.Schedule, after, in.Now)
 	if n == 0 {
 		return d
 	}
-	d.Handled, d.Capped = &latest, capped
+	d.Handled = &latest
 	switch {
 	case in.Suspended:
 		// Handled but neither run nor counted: see above.

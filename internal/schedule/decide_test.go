@@ -117,9 +117,8 @@ func TestDecide(t *testing.T) {
 			if got := show(d.Handled); got != tt.wantHandled {
 				t.Errorf("Handled = %q, want %q", got, tt.wantHandled)
 			}
-			if d.Missed != tt.wantMissed || d.Skipped != tt.wantSkipped || d.Capped {
-				t.Errorf("Missed, Skipped, Capped = %d, %d, %t; want %d, %d, false",
-					d.Missed, d.Skipped, d.Capped, tt.wantMissed, tt.wantSkipped)
+			if d.Missed != tt.wantMissed || d.Skipped != tt.wantSkipped {
+				t.Errorf("Missed, Skipped = %d, %d; want %d, %d", d.Missed, d.Skipped, tt.wantMissed, tt.wantSkipped)
 			}
 			if got := show(&d.Next); got != tt.wantNext {
 				t.Errorf("Next = %q, want %q", got, tt.wantNext)
