@@ -1,0 +1,44 @@
+package storage
+
+import (
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+
+	storagev1 "github.com/okgoes/okgoes-operator/api/storage/v1"
+	"github.com/okgoes/okgoes-operator/internal/mover"
+)
+
+// desiredBackupJob is the Job of one backup run: `mover backup` over claim, mounted read-only.
+func desiredBackupJob(pb *storagev1.PVCBackup, run *storagev1.ActiveRun, claim, image string, deadline int64) *batchv1.Job {
+	labels := runLabels(pb, run)
+	labels["app.kubernetes.io/component"] = "backup-mover"
+	return desiredMoverJob(pb, image, moverJob{
+		name: runObjectName(pb, run), labels: labels, command: "backup", claim: claim, readOnly: true, options: pb.Spec.Mover,
+		deadline: deadline,
+		env: []corev1.EnvVar{
+			{Name: mover.EnvSourceDir, Value: volumeMount},
+			{Name: mover.EnvBackupID, Value: run.ID},
+			{Name: mover.EnvArchiveKey, Value: archiveKey(pb, run.ID)},
+			{Name: mover.EnvManifestKey, Value: manifestKey(pb, run.ID)},
+			{Name: mover.EnvSourceNamespace, Value: pb.Namespace},
+			{Name: mover.EnvSourcePVC, Value: pb.Spec.PVCName},
+			{Name: mover.EnvScheduledTime, Value: run.ScheduledTime.UTC().Format(time.RFC3339)},
+		},
+	})
+}
+
+// desiredVerifyJob is the Job that reads the backup of a run back from S3 and checks it against
+// its manifest, writing nothing.
+func desiredVerifyJob(pb *storagev1.PVCBackup, run *storagev1.ActiveRun, image string, deadline int64) *batchv1.Job {
+	labels := runLabels(pb, run)
+	labels["app.kubernetes.io/component"] = "backup-verifier"
+	return desiredMoverJob(pb, image, moverJob{
+		name: verifyJobName(pb, run), labels: labels, command: "verify", options: pb.Spec.Mover, deadline: deadline,
+		env: []corev1.EnvVar{
+			{Name: mover.EnvArchiveKey, Value: archiveKey(pb, run.ID)},
+			{Name: mover.EnvManifestKey, Value: manifestKey(pb, run.ID)},
+		},
+	})
+}
