@@ -77,6 +77,7 @@ func (r *RedisCacheReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	s := &scope{cache: rc}
 	s.obs.err = phase.Run(ctx, s,
 		r.reconcileSpec,
+		r.reconcileAdmission,
 		r.reconcileAuth,
 		r.reconcileConfigMap,
 		r.reconcileDeployment,
@@ -106,6 +107,40 @@ func (r *RedisCacheReconciler) reconcileSpec(_ context.Context, s *scope) error 
 		return errclass.Stalled(ReasonInvalidSpec, err.Error())
 	}
 	return nil
+}
+
+// reconcileAdmission asks the API server, with a server-side dry run, whether it accepts the
+// Deployment built from the spec, before any child is written. The Deployment is the one child
+// built from free-form user input (resources, tolerations, affinity, node selector) that only the
+// API server can judge in full; learning of a rejection while writing it would leave the
+// ConfigMap already created or rewritten for a spec that never runs. Nothing is sent when the
+// Deployment already matches the spec, so a converged cache still makes no request.
+func (r *RedisCacheReconciler) reconcileAdmission(ctx context.Context, s *scope) error {
+	hash := configHash(renderRedisConf(s.cache.Spec))
+	current := &appsv1.Deployment{}
+	err := r.Get(ctx, types.NamespacedName{Namespace: s.cache.Namespace, Name: s.cache.Name}, current)
+	switch {
+	case apierrors.IsNotFound(err):
+		dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: s.cache.Namespace, Name: s.cache.Name}}
+		mutateDeployment(dep, s.cache, hash)
+		if err := controllerutil.SetControllerReference(s.cache, dep, r.Scheme()); err != nil {
+			return err
+		}
+		return classifyChildError("Deployment", r.Create(ctx, dep, client.DryRunAll))
+	case err != nil:
+		return fmt.Errorf("get Deployment: %w", err)
+	case !metav1.IsControlledBy(current, s.cache):
+		return errConflict("Deployment", current.Name)
+	}
+	dep := current.DeepCopy()
+	mutateDeployment(dep, s.cache, hash)
+	patch := client.MergeFrom(current)
+	if data, err := patch.Data(dep); err != nil {
+		return fmt.Errorf("diff Deployment: %w", err)
+	} else if string(data) == "{}" {
+		return nil
+	}
+	return classifyChildError("Deployment", r.Patch(ctx, dep, patch, client.DryRunAll))
 }
 
 // reconcileAuth checks that the password Secret exists. The operator never reads the password
@@ -177,8 +212,7 @@ func (r *RedisCacheReconciler) reconcilePDB(ctx context.Context, s *scope) error
 func (r *RedisCacheReconciler) ensure(ctx context.Context, rc *cachev1beta1.RedisCache, kind string, obj client.Object, mutate func()) error {
 	op, err := controllerutil.CreateOrPatch(ctx, r.Client, obj, func() error {
 		if obj.GetUID() != "" && !metav1.IsControlledBy(obj, rc) {
-			return errclass.Stalled(ReasonResourceConflict,
-				fmt.Sprintf("%s %q exists and is not controlled by this RedisCache", kind, obj.GetName()))
+			return errConflict(kind, obj.GetName())
 		}
 		mutate()
 		return controllerutil.SetControllerReference(rc, obj, r.Scheme())

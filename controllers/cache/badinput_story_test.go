@@ -1,0 +1,113 @@
+package cache
+
+import (
+	"fmt"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	cachev1beta1 "github.com/okgoes/okgoes-operator/api/cache/v1beta1"
+)
+
+// The stories of this file come from a table of bad input: each is a way a user's RedisCache can be
+// wrong, and what the operator must (not) do about it.
+
+// childrenOf returns the four children a RedisCache can have, keyed by kind, with their keys.
+func childrenOf(rc *cachev1beta1.RedisCache) map[string]struct {
+	obj client.Object
+	key types.NamespacedName
+} {
+	key := client.ObjectKeyFromObject(rc)
+	return map[string]struct {
+		obj client.Object
+		key types.NamespacedName
+	}{
+		"ConfigMap":           {&corev1.ConfigMap{}, types.NamespacedName{Namespace: rc.Namespace, Name: rc.Name + "-config"}},
+		"Deployment":          {&appsv1.Deployment{}, key},
+		"Service":             {&corev1.Service{}, key},
+		"PodDisruptionBudget": {&policyv1.PodDisruptionBudget{}, key},
+	}
+}
+
+// childVersions returns the resourceVersion of each child of rc, "" for a child that does not exist.
+func childVersions(t *testing.T, rc *cachev1beta1.RedisCache) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for kind, c := range childrenOf(rc) {
+		err := k8s.Get(testCtx, c.key, c.obj)
+		switch {
+		case apierrors.IsNotFound(err):
+			out[kind] = ""
+		case err != nil:
+			t.Fatal(err)
+		default:
+			out[kind] = c.obj.GetResourceVersion()
+		}
+	}
+	return out
+}
+
+// cpuLimitBelowRequest makes the spec ask for less CPU as a limit than as a request: admission of
+// the RedisCache cannot see it (quantities are not compared in CEL), the API server rejects the
+// Deployment built from it.
+func cpuLimitBelowRequest(s *cachev1beta1.RedisCacheSpec) {
+	s.Resources.Requests[corev1.ResourceCPU] = resource.MustParse("50m")
+	s.Resources.Limits[corev1.ResourceCPU] = resource.MustParse("10m")
+}
+
+// TestInvalidSpecWritesNoChildren: a spec the operator finds invalid is judged in full before any
+// write, so it creates no child and changes none.
+func TestInvalidSpecWritesNoChildren(t *testing.T) {
+	t.Run("a new cache gets no ConfigMap, Deployment, Service or PodDisruptionBudget", func(t *testing.T) {
+		ns := newNamespace(t)
+		rc := sampleCache(ns, "invalid-new", 2)
+		cpuLimitBelowRequest(&rc.Spec)
+		if err := k8s.Create(testCtx, rc); err != nil {
+			t.Fatal(err)
+		}
+		waitForPhase(t, rc, cachev1beta1.PhaseDegraded, ReasonInvalidSpec)
+		for kind, rv := range childVersions(t, rc) {
+			if rv != "" {
+				t.Errorf("the invalid RedisCache has a %s (resourceVersion %s)", kind, rv)
+			}
+		}
+	})
+
+	t.Run("an existing cache keeps its children unchanged", func(t *testing.T) {
+		ns := newNamespace(t)
+		rc := sampleCache(ns, "invalid-edit", 2)
+		if err := k8s.Create(testCtx, rc); err != nil {
+			t.Fatal(err)
+		}
+		playDeploymentController(t, client.ObjectKeyFromObject(rc), 2)
+		ready := waitForPhase(t, rc, cachev1beta1.PhaseReady, ReasonAvailable)
+		before := childVersions(t, rc)
+		cm := childrenOf(rc)["ConfigMap"]
+		if err := k8s.Get(testCtx, cm.key, cm.obj); err != nil {
+			t.Fatal(err)
+		}
+		conf := cm.obj.(*corev1.ConfigMap).Data[redisConfKey]
+
+		// One edit that changes the configuration and makes the Deployment invalid.
+		patchSpec(t, ready, func(s *cachev1beta1.RedisCacheSpec) {
+			s.Redis.Memory.EvictionPolicy = cachev1beta1.EvictionVolatileTTL
+			cpuLimitBelowRequest(s)
+		})
+		waitForPhase(t, rc, cachev1beta1.PhaseDegraded, ReasonInvalidSpec)
+		if after := childVersions(t, rc); fmt.Sprint(after) != fmt.Sprint(before) {
+			t.Errorf("an invalid spec changed children:\nbefore %v\nafter  %v", before, after)
+		}
+		if err := k8s.Get(testCtx, cm.key, cm.obj); err != nil {
+			t.Fatal(err)
+		}
+		if got := cm.obj.(*corev1.ConfigMap).Data[redisConfKey]; got != conf {
+			t.Errorf("redis.conf was rewritten for a spec that never runs:\n%s", got)
+		}
+	})
+}
