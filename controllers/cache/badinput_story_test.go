@@ -8,8 +8,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cachev1beta1 "github.com/okgoes/okgoes-operator/api/cache/v1beta1"
@@ -108,6 +110,60 @@ func TestInvalidSpecWritesNoChildren(t *testing.T) {
 		}
 		if got := cm.obj.(*corev1.ConfigMap).Data[redisConfKey]; got != conf {
 			t.Errorf("redis.conf was rewritten for a spec that never runs:\n%s", got)
+		}
+	})
+}
+
+// reconcileOnce runs one reconcile of rc outside the manager and returns its result.
+func reconcileOnce(t *testing.T, rc *cachev1beta1.RedisCache) ctrl.Result {
+	t.Helper()
+	r := &RedisCacheReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader()}
+	res, err := r.Reconcile(testCtx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(rc)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+// TestZeroReplicasIsScaledDownWithoutPolling: replicas 0 ends as phase ScaledDown (Ready=True,
+// reason ScaledDown) as soon as the Deployment asks for no pod and none is left, also on a control
+// plane whose Deployment status never moves, and the cache is not polled once the Deployment's
+// spec is at 0.
+func TestZeroReplicasIsScaledDownWithoutPolling(t *testing.T) {
+	t.Run("created with replicas 0, no Deployment controller", func(t *testing.T) {
+		rc := sampleCache(newNamespace(t), "idle", 0)
+		if err := k8s.Create(testCtx, rc); err != nil {
+			t.Fatal(err)
+		}
+		got := waitForPhase(t, rc, cachev1beta1.PhaseScaledDown, ReasonScaledDown)
+		if !meta.IsStatusConditionTrue(got.Status.Conditions, cachev1beta1.ConditionReady) ||
+			!meta.IsStatusConditionFalse(got.Status.Conditions, cachev1beta1.ConditionProgressing) {
+			t.Errorf("conditions of a scaled-down cache: %+v", got.Status.Conditions)
+		}
+		if res := reconcileOnce(t, rc); res.RequeueAfter != 0 {
+			t.Errorf("a scaled-down cache is polled every %v", res.RequeueAfter)
+		}
+	})
+
+	t.Run("scaled from 2 to 0", func(t *testing.T) {
+		rc := sampleCache(newNamespace(t), "shrink", 2)
+		if err := k8s.Create(testCtx, rc); err != nil {
+			t.Fatal(err)
+		}
+		key := client.ObjectKeyFromObject(rc)
+		playDeploymentController(t, key, 2)
+		ready := waitForPhase(t, rc, cachev1beta1.PhaseReady, ReasonAvailable)
+
+		patchSpec(t, ready, func(s *cachev1beta1.RedisCacheSpec) { s.Replicas = new(int32(0)) })
+		// The Deployment still reports the two pods: they are stopping.
+		waitForPhase(t, rc, cachev1beta1.PhaseProgressing, ReasonScalingDown)
+		if res := reconcileOnce(t, rc); res.RequeueAfter != 0 {
+			t.Errorf("a cache scaling down to 0 is polled every %v; the Deployment status wakes it", res.RequeueAfter)
+		}
+		playDeploymentController(t, key, 0)
+		waitForPhase(t, rc, cachev1beta1.PhaseScaledDown, ReasonScaledDown)
+		if res := reconcileOnce(t, rc); res.RequeueAfter != 0 {
+			t.Errorf("a scaled-down cache is polled every %v", res.RequeueAfter)
 		}
 	})
 }

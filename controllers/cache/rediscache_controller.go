@@ -86,11 +86,7 @@ func (r *RedisCacheReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	)
 	rc.Status = computeStatus(rc, s.obs)
 
-	requeue := time.Duration(0)
-	if s.obs.err == nil && !meta.IsStatusConditionTrue(rc.Status.Conditions, cachev1beta1.ConditionReady) {
-		requeue = waitForReplicas
-	}
-	res, err := errclass.Result(s.obs.err, requeue)
+	res, err := errclass.Result(s.obs.err, requeueAfter(rc.Status, s.obs))
 	// The gauges move before the status is written, so whoever sees the new status (a user, a
 	// test) also sees the metrics that go with it.
 	observeMetrics(rc)

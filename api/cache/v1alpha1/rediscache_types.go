@@ -147,19 +147,27 @@ type PodDisruptionBudget struct {
 }
 
 // Phase summarises the conditions in one word, for humans and printer columns.
-// +kubebuilder:validation:Enum=Progressing;Ready;Degraded
+// +kubebuilder:validation:Enum=Progressing;Ready;ScaledDown;Degraded
 type Phase string
 
 // Phases of a RedisCache.
 const (
+	// PhaseProgressing: pods are being rolled out, scaled or are not ready yet.
 	PhaseProgressing Phase = "Progressing"
-	PhaseReady       Phase = "Ready"
-	PhaseDegraded    Phase = "Degraded"
+	// PhaseReady: every requested replica (at least one) is ready with the current spec.
+	PhaseReady Phase = "Ready"
+	// PhaseScaledDown: replicas is 0 and no Redis pod is left; the configuration is kept.
+	PhaseScaledDown Phase = "ScaledDown"
+	// PhaseDegraded: the cache cannot reach its spec without a change by a human (see Degraded).
+	PhaseDegraded Phase = "Degraded"
 )
 
 // Condition types of a RedisCache.
 const (
-	// ConditionReady is True (good) when every requested replica is ready with the current spec.
+	// ConditionReady is True (good) when the cache is what the spec asks for: every requested
+	// replica is ready with the current spec (reason Available), or replicas is 0 and no pod is
+	// left (reason ScaledDown, phase ScaledDown). Ready=True therefore does not promise that a
+	// client can connect: with replicas 0 nothing serves, and status.readyReplicas is 0.
 	ConditionReady = "Ready"
 	// ConditionProgressing is True while a rollout or scale is under way (neither good nor bad).
 	ConditionProgressing = "Progressing"
