@@ -1,7 +1,10 @@
 package cache
 
 import (
+	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -10,9 +13,16 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/jsonpath"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	cachev1beta1 "github.com/okgoes/okgoes-operator/api/cache/v1beta1"
 )
@@ -166,4 +176,87 @@ func TestZeroReplicasIsScaledDownWithoutPolling(t *testing.T) {
 			t.Errorf("a scaled-down cache is polled every %v", res.RequeueAfter)
 		}
 	})
+}
+
+// TestPrinterColumnsOfTheSampleResolve follows the README tour: the v1beta1 sample is applied and
+// reconciled on a control plane without a kubelet (no pod ever becomes ready), and every printer
+// column of every served version resolves on it, the Available column (status.readyReplicas) to a
+// number, both in the object read as unstructured and in the table kubectl gets from the server.
+func TestPrinterColumnsOfTheSampleResolve(t *testing.T) {
+	ns := newNamespace(t)
+	raw, err := os.ReadFile(filepath.Join("..", "..", "config", "samples", "cache_v1beta1_rediscache.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sample := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal(raw, &sample.Object); err != nil {
+		t.Fatal(err)
+	}
+	sample.SetNamespace(ns)
+	if err := k8s.Create(testCtx, sample); err != nil {
+		t.Fatal(err)
+	}
+	rc := &cachev1beta1.RedisCache{}
+	rc.Namespace, rc.Name = ns, sample.GetName()
+	waitForPhase(t, rc, cachev1beta1.PhaseProgressing, ReasonReplicasNotReady)
+
+	crd := &unstructured.Unstructured{}
+	crd.SetGroupVersionKind(schema.GroupVersionKind{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"})
+	if err := k8s.Get(testCtx, client.ObjectKey{Name: "rediscaches.cache.okgoes.com"}, crd); err != nil {
+		t.Fatal(err)
+	}
+	versions, _, _ := unstructured.NestedSlice(crd.Object, "spec", "versions")
+	clientset, err := kubernetes.NewForConfig(mgr.GetConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range versions {
+		version := v.(map[string]any)
+		name := version["name"].(string)
+		t.Run(name, func(t *testing.T) {
+			obj := &unstructured.Unstructured{}
+			obj.SetGroupVersionKind(schema.GroupVersionKind{Group: "cache.okgoes.com", Version: name, Kind: "RedisCache"})
+			if err := k8s.Get(testCtx, client.ObjectKeyFromObject(sample), obj); err != nil {
+				t.Fatal(err)
+			}
+			columns, _, _ := unstructured.NestedSlice(version, "additionalPrinterColumns")
+			for _, c := range columns {
+				col := c.(map[string]any)
+				jp := jsonpath.New(col["name"].(string))
+				if err := jp.Parse("{" + col["jsonPath"].(string) + "}"); err != nil {
+					t.Fatal(err)
+				}
+				found, err := jp.FindResults(obj.Object)
+				if err != nil || len(found) == 0 || len(found[0]) == 0 {
+					t.Errorf("column %s (%s) does not resolve: %v", col["name"], col["jsonPath"], err)
+				}
+			}
+
+			table := serverTable(t, clientset.CoreV1().RESTClient(), fmt.Sprintf("/apis/cache.okgoes.com/%s/namespaces/%s/rediscaches/%s", name, ns, sample.GetName()))
+			for i, col := range table.ColumnDefinitions {
+				if col.Name != "Available" {
+					continue
+				}
+				if cell := table.Rows[0].Cells[i]; fmt.Sprint(cell) != "0" {
+					t.Errorf("kubectl get shows AVAILABLE %#v, want 0", cell)
+				}
+				return
+			}
+			t.Errorf("no Available column in %+v", table.ColumnDefinitions)
+		})
+	}
+}
+
+// serverTable gets path as the table the API server prints for kubectl get.
+func serverTable(t *testing.T, c rest.Interface, path string) *metav1.Table {
+	t.Helper()
+	raw, err := c.Get().AbsPath(path).SetHeader("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io").DoRaw(testCtx)
+	if err != nil {
+		t.Fatalf("table of %s: %v", path, err)
+	}
+	table := &metav1.Table{}
+	if err := json.Unmarshal(raw, table); err != nil || len(table.Rows) != 1 {
+		t.Fatalf("table of %s: %v: %s", path, err, raw)
+	}
+	return table
 }

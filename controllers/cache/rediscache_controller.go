@@ -220,7 +220,9 @@ func (r *RedisCacheReconciler) ensure(ctx context.Context, rc *cachev1beta1.Redi
 }
 
 // patchStatus writes the status computed in this reconcile, once, as a merge patch against the
-// object as it was read; nothing is written when nothing changed.
+// object as it was read; nothing is written when nothing changed. A field equal in base and rc is
+// not in the patch even when the stored object lacks it (readyReplicas: 0 on a status that never
+// had it); the CRD defaults such fields instead.
 func (r *RedisCacheReconciler) patchStatus(ctx context.Context, base, rc *cachev1beta1.RedisCache) error {
 	if equality.Semantic.DeepEqual(base.Status, rc.Status) {
 		return nil

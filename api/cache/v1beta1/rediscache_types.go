@@ -222,6 +222,9 @@ type RedisCacheStatus struct {
 	Replicas int32 `json:"replicas,omitempty"`
 
 	// ReadyReplicas is the number of Redis pods running the current configuration and ready.
+	// Always present once the cache has a status (the API server defaults it to 0), so the
+	// Available column of kubectl get shows a number.
+	// +kubebuilder:default=0
 	// +optional
 	ReadyReplicas int32 `json:"readyReplicas"`
 
