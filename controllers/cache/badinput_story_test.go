@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -259,4 +260,68 @@ func serverTable(t *testing.T, c rest.Interface, path string) *metav1.Table {
 		t.Fatalf("table of %s: %v: %s", path, err, raw)
 	}
 	return table
+}
+
+// unstructuredCache is a minimal valid RedisCache at the given version, with value set at path.
+func unstructuredCache(ns, version string, path []string, value any) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "cache.okgoes.com/" + version,
+		"kind":       "RedisCache",
+		"metadata":   map[string]any{"namespace": ns, "name": "input"},
+		"spec":       map[string]any{"replicas": int64(1)},
+	}}
+	if path != nil {
+		if err := unstructured.SetNestedField(u.Object, value, path...); err != nil {
+			panic(err)
+		}
+	}
+	return u
+}
+
+// imageField is where each served version keeps the Redis image.
+var imageField = map[string][]string{"v1alpha1": {"spec", "image"}, "v1beta1": {"spec", "redis", "image"}}
+
+// TestAdmissionChecksImageReferences: an image that is not an image reference ("Redis:7": upper
+// case repository) is refused at admission in both served versions, with a message that says what
+// an image reference is; valid references, the samples among them, are accepted.
+func TestAdmissionChecksImageReferences(t *testing.T) {
+	ns := newNamespace(t)
+	digest := "@sha256:" + strings.Repeat("0123456789abcdef", 4)
+	for version, field := range imageField {
+		t.Run(version, func(t *testing.T) {
+			for _, image := range []string{"Redis:7", "redis 7", "redis:", "quay.io/Org/redis", "redis@sha256:abc", "-redis"} {
+				err := k8s.Create(testCtx, unstructuredCache(ns, version, field, image), client.DryRunAll)
+				want := strings.Join(field, ".") + ": Invalid value"
+				if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "must be an image reference") {
+					t.Errorf("image %q: want Invalid at %s saying what an image reference is, got %v", image, want, err)
+				}
+			}
+			for _, image := range []string{cachev1beta1.DefaultImage, "redis", "redis:7", "localhost:5000/cache/redis:7.4",
+				"[::1]:5000/redis", "registry.example.com/team/redis" + digest, "redis:7.4-alpine" + digest} {
+				if err := k8s.Create(testCtx, unstructuredCache(ns, version, field, image), client.DryRunAll); err != nil {
+					t.Errorf("valid image %q refused: %v", image, err)
+				}
+			}
+		})
+	}
+	t.Run("samples", func(t *testing.T) {
+		samples, err := filepath.Glob(filepath.Join("..", "..", "config", "samples", "cache_*.yaml"))
+		if err != nil || len(samples) != 2 {
+			t.Fatalf("samples: %v %v", samples, err)
+		}
+		for _, path := range samples {
+			raw, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			u := &unstructured.Unstructured{}
+			if err := yaml.Unmarshal(raw, &u.Object); err != nil {
+				t.Fatal(err)
+			}
+			u.SetNamespace(ns)
+			if err := k8s.Create(testCtx, u, client.DryRunAll); err != nil {
+				t.Errorf("%s refused: %v", path, err)
+			}
+		}
+	})
 }

@@ -40,12 +40,13 @@ type RedisCacheSpec struct {
 	// +optional
 	Replicas *int32 `json:"replicas,omitempty"`
 
-	// Image is the Redis container image. It must run redis-server as a non-root user and
-	// contain sh and redis-cli (used by the readiness probe).
+	// Image is the Redis container image: [registry[:port]/]repository[:tag][@digest], the
+	// repository in lower case. It must run redis-server as a non-root user and contain sh and
+	// redis-cli (used by the readiness probe).
 	// +kubebuilder:default="docker.io/library/redis:7.4-alpine"
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=512
-	// +kubebuilder:validation:Pattern=`^\S+$`
+	// +kubebuilder:validation:XValidation:rule="self.matches('^(?:(?:(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])(?:[.](?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9]))*|[[][a-fA-F0-9:]+[]])(?::[0-9]+)?/)?[a-z0-9]+(?:(?:[._]|__|[-]+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|[-]+)[a-z0-9]+)*)*(?::[a-zA-Z0-9_][a-zA-Z0-9_.-]{0,127})?(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?$')",message="must be an image reference, [registry[:port]/]repository[:tag][@digest] with the repository in lower case, e.g. docker.io/library/redis:7.4-alpine"
 	// +optional
 	Image string `json:"image,omitempty"`
 

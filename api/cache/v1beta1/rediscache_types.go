@@ -32,6 +32,14 @@ const (
 // DefaultImage is the Redis image used when spec.redis.image is empty.
 const DefaultImage = "docker.io/library/redis:7.4-alpine"
 
+// ImageReferencePattern is the grammar of a container image reference (that of
+// github.com/distribution/reference, which the kubelet parses images with): an optional registry
+// host[:port]/, a lower-case repository path, an optional :tag and an optional @digest. It is
+// written without backslashes so that it can stand unchanged in a CEL string literal: the CEL rule
+// on spec.redis.image (spec.image in v1alpha1) is this pattern, which a test of the generated CRD
+// checks, and the controller applies it to objects stored before the rule existed.
+const ImageReferencePattern = `^(?:(?:(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])(?:[.](?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9]))*|[[][a-fA-F0-9:]+[]])(?::[0-9]+)?/)?[a-z0-9]+(?:(?:[._]|__|[-]+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|[-]+)[a-z0-9]+)*)*(?::[a-zA-Z0-9_][a-zA-Z0-9_.-]{0,127})?(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?$`
+
 // RedisCacheSpec is the cache the user asks for. It holds intent only; observations live in
 // RedisCacheStatus.
 //
@@ -78,12 +86,13 @@ type RedisCacheSpec struct {
 
 // Redis is the configuration of the Redis server.
 type Redis struct {
-	// Image is the Redis container image. It must run redis-server as a non-root user and
-	// contain sh and redis-cli (used by the readiness probe).
+	// Image is the Redis container image: [registry[:port]/]repository[:tag][@digest], the
+	// repository in lower case. It must run redis-server as a non-root user and contain sh and
+	// redis-cli (used by the readiness probe).
 	// +kubebuilder:default="docker.io/library/redis:7.4-alpine"
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=512
-	// +kubebuilder:validation:Pattern=`^\S+$`
+	// +kubebuilder:validation:XValidation:rule="self.matches('^(?:(?:(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])(?:[.](?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9]))*|[[][a-fA-F0-9:]+[]])(?::[0-9]+)?/)?[a-z0-9]+(?:(?:[._]|__|[-]+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|[-]+)[a-z0-9]+)*)*(?::[a-zA-Z0-9_][a-zA-Z0-9_.-]{0,127})?(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?$')",message="must be an image reference, [registry[:port]/]repository[:tag][@digest] with the repository in lower case, e.g. docker.io/library/redis:7.4-alpine"
 	// +optional
 	Image string `json:"image,omitempty"`
 
