@@ -325,3 +325,48 @@ func TestAdmissionChecksImageReferences(t *testing.T) {
 		}
 	})
 }
+
+// TestAdmissionMessagesAreComplete: one invalid field gets one precise error from the API server.
+// The message must not end with "some validation rules were not checked because the object was
+// invalid" (what the API server appends when an OpenAPI enum, maxLength, maxItems, required or type
+// error made it skip the CEL rules) nor report a CEL cost budget.
+func TestAdmissionMessagesAreComplete(t *testing.T) {
+	ns := newNamespace(t)
+	tests := []struct {
+		version string
+		path    []string
+		value   any
+	}{
+		{"v1beta1", []string{"spec", "redis", "memory", "evictionPolicy"}, "lru"},
+		{"v1alpha1", []string{"spec", "eviction", "policy"}, "lru"},
+		{"v1beta1", []string{"spec", "redis", "imagePullPolicy"}, "Sometimes"},
+		{"v1alpha1", []string{"spec", "imagePullPolicy"}, "Sometimes"},
+		{"v1beta1", []string{"spec", "redis", "image"}, "Redis:7"},
+		{"v1alpha1", []string{"spec", "image"}, "Redis:7"},
+		{"v1beta1", []string{"spec", "redis", "memory", "maxMemory"}, "1k"},
+		{"v1alpha1", []string{"spec", "eviction", "maxMemory"}, "1k"},
+		{"v1beta1", []string{"spec", "replicas"}, int64(-1)},
+		{"v1beta1", []string{"spec", "redis", "port"}, int64(80)},
+		{"v1beta1", []string{"spec", "redis", "maxClients"}, int64(0)},
+		{"v1beta1", []string{"spec", "redis", "auth", "secretRef", "name"}, "Bad_Name"},
+		{"v1beta1", []string{"metadata", "name"}, "a.b"},
+	}
+	for _, tt := range tests {
+		field := strings.Join(tt.path, ".")
+		t.Run(tt.version+" "+field, func(t *testing.T) {
+			err := k8s.Create(testCtx, unstructuredCache(ns, tt.version, tt.path, tt.value), client.DryRunAll)
+			if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), field) {
+				t.Fatalf("want Invalid at %s, got %v", field, err)
+			}
+			t.Log(err)
+			for _, bad := range []string{"some validation rules were not checked", "cost exceeds budget", "cost budget"} {
+				if strings.Contains(err.Error(), bad) {
+					t.Errorf("the message reports %q: %v", bad, err)
+				}
+			}
+			if causes := len(err.(apierrors.APIStatus).Status().Details.Causes); causes != 1 {
+				t.Errorf("%d causes for one invalid field: %v", causes, err)
+			}
+		})
+	}
+}

@@ -6,8 +6,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// EvictionPolicy is a Redis maxmemory-policy: what Redis evicts once maxmemory is reached.
-// +kubebuilder:validation:Enum=noeviction;allkeys-lru;allkeys-lfu;allkeys-random;volatile-lru;volatile-lfu;volatile-random;volatile-ttl
+// EvictionPolicy is a Redis maxmemory-policy: what Redis evicts once maxmemory is reached. One of
+// noeviction, allkeys-lru, allkeys-lfu, allkeys-random, volatile-lru, volatile-lfu, volatile-random,
+// volatile-ttl.
+//
+// The values are checked by a CEL rule, not an OpenAPI enum: an enum violation is one of the
+// errors after which the API server skips every CEL rule of the object and appends "some
+// validation rules were not checked" to the message.
+// +kubebuilder:validation:XValidation:rule="self in ['noeviction', 'allkeys-lru', 'allkeys-lfu', 'allkeys-random', 'volatile-lru', 'volatile-lfu', 'volatile-random', 'volatile-ttl']",message="must be a Redis maxmemory-policy: noeviction, allkeys-lru, allkeys-lfu, allkeys-random, volatile-lru, volatile-lfu, volatile-random or volatile-ttl"
 type EvictionPolicy string
 
 // The eight maxmemory policies Redis understands.
@@ -50,8 +56,9 @@ type RedisCacheSpec struct {
 	// +optional
 	Image string `json:"image,omitempty"`
 
-	// ImagePullPolicy of the Redis container. Empty means the Kubernetes default for the image tag.
-	// +kubebuilder:validation:Enum=Always;IfNotPresent;Never
+	// ImagePullPolicy of the Redis container: Always, IfNotPresent or Never. Empty means the
+	// Kubernetes default for the image tag.
+	// +kubebuilder:validation:XValidation:rule="self in ['Always', 'IfNotPresent', 'Never']",message="must be Always, IfNotPresent or Never"
 	// +optional
 	ImagePullPolicy corev1.PullPolicy `json:"imagePullPolicy,omitempty"`
 
@@ -97,14 +104,20 @@ type RedisCacheSpec struct {
 }
 
 // Eviction is the Redis memory limit and eviction policy.
+//
+// MaxMemory carries XIntOrString so that controller-gen accepts a maxLength on the quantity: without
+// it the API server estimates the CEL rule for an unbounded string (cost 629150 instead of 30).
 type Eviction struct {
-	// Policy is the Redis maxmemory-policy.
+	// Policy is the Redis maxmemory-policy: noeviction, allkeys-lru, allkeys-lfu, allkeys-random,
+	// volatile-lru, volatile-lfu, volatile-random or volatile-ttl.
 	// +kubebuilder:default=allkeys-lru
 	// +optional
 	Policy EvictionPolicy `json:"policy,omitempty"`
 
 	// MaxMemory is the Redis maxmemory: the most memory used for data before the policy applies.
 	// Must be at least 1Mi and at most resources.limits.memory. Empty means no Redis limit.
+	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:MaxLength=32
 	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).compareTo(quantity('1Mi')) >= 0",message="maxMemory must be at least 1Mi"
 	// +optional
 	MaxMemory *resource.Quantity `json:"maxMemory,omitempty"`
