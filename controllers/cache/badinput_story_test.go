@@ -31,16 +31,16 @@ import (
 // The stories of this file come from a table of bad input: each is a way a user's RedisCache can be
 // wrong, and what the operator must (not) do about it.
 
-// childrenOf returns the four children a RedisCache can have, keyed by kind, with their keys.
-func childrenOf(rc *cachev1beta1.RedisCache) map[string]struct {
+// child is an object a RedisCache can own, and where it is.
+type child struct {
 	obj client.Object
 	key types.NamespacedName
-} {
+}
+
+// childrenOf returns the four children a RedisCache can have, keyed by kind.
+func childrenOf(rc *cachev1beta1.RedisCache) map[string]child {
 	key := client.ObjectKeyFromObject(rc)
-	return map[string]struct {
-		obj client.Object
-		key types.NamespacedName
-	}{
+	return map[string]child{
 		"ConfigMap":           {&corev1.ConfigMap{}, types.NamespacedName{Namespace: rc.Namespace, Name: rc.Name + "-config"}},
 		"Deployment":          {&appsv1.Deployment{}, key},
 		"Service":             {&corev1.Service{}, key},

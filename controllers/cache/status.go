@@ -31,8 +31,9 @@ const (
 	ReasonRolloutComplete = "RolloutComplete"
 	// ReasonAsExpected (Degraded=False).
 	ReasonAsExpected = "AsExpected"
-	// ReasonInvalidSpec (Ready=False, Degraded=True): the spec passed admission but the API
-	// server rejected a child built from it. Not retried until the spec changes.
+	// ReasonInvalidSpec (Ready=False, Degraded=True): the spec passed admission but cannot work:
+	// validateSpec refused it, or the API server refused (in a dry run, before any child is
+	// written) the Deployment built from it. Not retried until the spec changes.
 	ReasonInvalidSpec = "InvalidSpec"
 	// ReasonResourceConflict (Degraded=True): a child's name is taken by an object we do not own.
 	ReasonResourceConflict = "ResourceConflict"
