@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"regexp"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -53,9 +54,18 @@ func configHash(conf string) string {
 	return hex.EncodeToString(sum[:])[:16]
 }
 
-// validateSpec checks the rules the CRD schema cannot express. Its errors are InvalidSpec: the
-// user must change the spec.
+// imageReference is the grammar of spec.redis.image, as the CRD checks it at admission.
+var imageReference = regexp.MustCompile(cachev1beta1.ImageReferencePattern)
+
+// validateSpec checks the rules the CRD schema cannot express, and the image again: a RedisCache
+// stored before the image rule existed keeps its image through updates (the API server ratchets
+// rules on unchanged fields), and a Deployment with such an image would only fail on the node.
+// Its errors are InvalidSpec: the user must change the spec.
 func validateSpec(spec cachev1beta1.RedisCacheSpec) error {
+	if img := spec.Redis.Image; img != "" && !imageReference.MatchString(img) {
+		return fmt.Errorf("image %q (spec.redis.image in v1beta1, spec.image in v1alpha1) is not an image reference: [registry[:port]/]repository[:tag][@digest] with the repository in lower case, e.g. %s",
+			img, cachev1beta1.DefaultImage)
+	}
 	if m := spec.Redis.Memory; m != nil && m.MaxMemory != nil {
 		if limit, ok := spec.Resources.Limits[corev1.ResourceMemory]; ok && m.MaxMemory.Cmp(limit) > 0 {
 			return fmt.Errorf("maxMemory (%s; spec.redis.memory in v1beta1, spec.eviction in v1alpha1) exceeds spec.resources.limits.memory (%s): Redis would be OOM-killed before it evicts",

@@ -118,6 +118,11 @@ func TestValidateSpec(t *testing.T) {
 		{"no memory limit", cachev1beta1.RedisCacheSpec{Redis: cachev1beta1.Redis{Memory: &cachev1beta1.Memory{MaxMemory: q("8Gi")}}}, false},
 		{"equal to the limit", cachev1beta1.RedisCacheSpec{Resources: limits("1Gi"), Redis: cachev1beta1.Redis{Memory: &cachev1beta1.Memory{MaxMemory: q("1024Mi")}}}, false},
 		{"above the limit", cachev1beta1.RedisCacheSpec{Resources: limits("1Gi"), Redis: cachev1beta1.Redis{Memory: &cachev1beta1.Memory{MaxMemory: q("1025Mi")}}}, true},
+		{"default image", cachev1beta1.RedisCacheSpec{Redis: cachev1beta1.Redis{Image: cachev1beta1.DefaultImage}}, false},
+		{"image with registry port and digest", cachev1beta1.RedisCacheSpec{Redis: cachev1beta1.Redis{
+			Image: "localhost:5000/cache/redis:7@sha256:" + strings.Repeat("ab", 32)}}, false},
+		{"image with an upper-case repository", cachev1beta1.RedisCacheSpec{Redis: cachev1beta1.Redis{Image: "Redis:7"}}, true},
+		{"image with an empty tag", cachev1beta1.RedisCacheSpec{Redis: cachev1beta1.Redis{Image: "redis:"}}, true},
 	}
 	for _, tt := range tests {
 		if err := validateSpec(tt.spec); (err != nil) != tt.wantErr {

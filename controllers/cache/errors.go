@@ -24,3 +24,8 @@ func classifyChildError(child string, err error) error {
 		return fmt.Errorf("ensure %s: %w", child, err)
 	}
 }
+
+// errConflict is the Stalled error for a child whose name is taken by an object we do not control.
+func errConflict(kind, name string) error {
+	return errclass.Stalled(ReasonResourceConflict, fmt.Sprintf("%s %q exists and is not controlled by this RedisCache", kind, name))
+}

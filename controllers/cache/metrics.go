@@ -2,6 +2,7 @@ package cache
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
@@ -33,7 +34,7 @@ func observeMetrics(rc *cachev1beta1.RedisCache) {
 	readyReplicasGauge.WithLabelValues(rc.Namespace, rc.Name).Set(float64(rc.Status.ReadyReplicas))
 	desiredReplicasGauge.WithLabelValues(rc.Namespace, rc.Name).Set(float64(desiredReplicas(rc)))
 	ready := 0.0
-	if rc.Status.Phase == cachev1beta1.PhaseReady {
+	if meta.IsStatusConditionTrue(rc.Status.Conditions, cachev1beta1.ConditionReady) {
 		ready = 1
 	}
 	readyGauge.WithLabelValues(rc.Namespace, rc.Name).Set(ready)

@@ -77,6 +77,7 @@ func (r *RedisCacheReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	s := &scope{cache: rc}
 	s.obs.err = phase.Run(ctx, s,
 		r.reconcileSpec,
+		r.reconcileAdmission,
 		r.reconcileAuth,
 		r.reconcileConfigMap,
 		r.reconcileDeployment,
@@ -85,11 +86,7 @@ func (r *RedisCacheReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	)
 	rc.Status = computeStatus(rc, s.obs)
 
-	requeue := time.Duration(0)
-	if s.obs.err == nil && !meta.IsStatusConditionTrue(rc.Status.Conditions, cachev1beta1.ConditionReady) {
-		requeue = waitForReplicas
-	}
-	res, err := errclass.Result(s.obs.err, requeue)
+	res, err := errclass.Result(s.obs.err, requeueAfter(rc.Status, s.obs))
 	// The gauges move before the status is written, so whoever sees the new status (a user, a
 	// test) also sees the metrics that go with it.
 	observeMetrics(rc)
@@ -106,6 +103,40 @@ func (r *RedisCacheReconciler) reconcileSpec(_ context.Context, s *scope) error 
 		return errclass.Stalled(ReasonInvalidSpec, err.Error())
 	}
 	return nil
+}
+
+// reconcileAdmission asks the API server, with a server-side dry run, whether it accepts the
+// Deployment built from the spec, before any child is written. The Deployment is the one child
+// built from free-form user input (resources, tolerations, affinity, node selector) that only the
+// API server can judge in full; learning of a rejection while writing it would leave the
+// ConfigMap already created or rewritten for a spec that never runs. Nothing is sent when the
+// Deployment already matches the spec, so a converged cache still makes no request.
+func (r *RedisCacheReconciler) reconcileAdmission(ctx context.Context, s *scope) error {
+	hash := configHash(renderRedisConf(s.cache.Spec))
+	current := &appsv1.Deployment{}
+	err := r.Get(ctx, types.NamespacedName{Namespace: s.cache.Namespace, Name: s.cache.Name}, current)
+	switch {
+	case apierrors.IsNotFound(err):
+		dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: s.cache.Namespace, Name: s.cache.Name}}
+		mutateDeployment(dep, s.cache, hash)
+		if err := controllerutil.SetControllerReference(s.cache, dep, r.Scheme()); err != nil {
+			return err
+		}
+		return classifyChildError("Deployment", r.Create(ctx, dep, client.DryRunAll))
+	case err != nil:
+		return fmt.Errorf("get Deployment: %w", err)
+	case !metav1.IsControlledBy(current, s.cache):
+		return errConflict("Deployment", current.Name)
+	}
+	dep := current.DeepCopy()
+	mutateDeployment(dep, s.cache, hash)
+	patch := client.MergeFrom(current)
+	if data, err := patch.Data(dep); err != nil {
+		return fmt.Errorf("diff Deployment: %w", err)
+	} else if string(data) == "{}" {
+		return nil
+	}
+	return classifyChildError("Deployment", r.Patch(ctx, dep, patch, client.DryRunAll))
 }
 
 // reconcileAuth checks that the password Secret exists. The operator never reads the password
@@ -177,8 +208,7 @@ func (r *RedisCacheReconciler) reconcilePDB(ctx context.Context, s *scope) error
 func (r *RedisCacheReconciler) ensure(ctx context.Context, rc *cachev1beta1.RedisCache, kind string, obj client.Object, mutate func()) error {
 	op, err := controllerutil.CreateOrPatch(ctx, r.Client, obj, func() error {
 		if obj.GetUID() != "" && !metav1.IsControlledBy(obj, rc) {
-			return errclass.Stalled(ReasonResourceConflict,
-				fmt.Sprintf("%s %q exists and is not controlled by this RedisCache", kind, obj.GetName()))
+			return errConflict(kind, obj.GetName())
 		}
 		mutate()
 		return controllerutil.SetControllerReference(rc, obj, r.Scheme())
@@ -190,7 +220,9 @@ func (r *RedisCacheReconciler) ensure(ctx context.Context, rc *cachev1beta1.Redi
 }
 
 // patchStatus writes the status computed in this reconcile, once, as a merge patch against the
-// object as it was read; nothing is written when nothing changed.
+// object as it was read; nothing is written when nothing changed. A field equal in base and rc is
+// not in the patch even when the stored object lacks it (readyReplicas: 0 on a status that never
+// had it); the CRD defaults such fields instead.
 func (r *RedisCacheReconciler) patchStatus(ctx context.Context, base, rc *cachev1beta1.RedisCache) error {
 	if equality.Semantic.DeepEqual(base.Status, rc.Status) {
 		return nil

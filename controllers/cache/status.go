@@ -2,11 +2,13 @@ package cache
 
 import (
 	"fmt"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	cachev1beta1 "github.com/okgoes/okgoes-operator/api/cache/v1beta1"
 	"github.com/okgoes/okgoes-operator/internal/errclass"
@@ -16,8 +18,12 @@ import (
 const (
 	// ReasonAvailable (Ready=True): every requested replica is ready with the current spec.
 	ReasonAvailable = "Available"
-	// ReasonScaledDown (Ready=True): replicas is 0 and no pod is left.
+	// ReasonScaledDown (Ready=True, Progressing=False, phase ScaledDown): replicas is 0, the
+	// Deployment asks for no pod and none is left. Ready=True means "as the spec asks", not
+	// "clients can connect": status.readyReplicas is 0.
 	ReasonScaledDown = "ScaledDown"
+	// ReasonScalingDown (Ready=False, Progressing=True): replicas is 0 and pods are still stopping.
+	ReasonScalingDown = "ScalingDown"
 	// ReasonReplicasNotReady (Ready=False): the Deployment is rolling out or pods are not ready yet.
 	ReasonReplicasNotReady = "ReplicasNotReady"
 	// ReasonRollingOut (Progressing=True) and ReasonRolloutComplete (Progressing=False).
@@ -25,8 +31,9 @@ const (
 	ReasonRolloutComplete = "RolloutComplete"
 	// ReasonAsExpected (Degraded=False).
 	ReasonAsExpected = "AsExpected"
-	// ReasonInvalidSpec (Ready=False, Degraded=True): the spec passed admission but the API
-	// server rejected a child built from it. Not retried until the spec changes.
+	// ReasonInvalidSpec (Ready=False, Degraded=True): the spec passed admission but cannot work:
+	// validateSpec refused it, or the API server refused (in a dry run, before any child is
+	// written) the Deployment built from it. Not retried until the spec changes.
 	ReasonInvalidSpec = "InvalidSpec"
 	// ReasonResourceConflict (Degraded=True): a child's name is taken by an object we do not own.
 	ReasonResourceConflict = "ResourceConflict"
@@ -88,21 +95,19 @@ func computeStatus(rc *cachev1beta1.RedisCache, obs observation) cachev1beta1.Re
 	st.Replicas = dep.Status.Replicas
 	st.ReadyReplicas = dep.Status.ReadyReplicas
 
+	if want == 0 {
+		st.Phase = setScaledDownConditions(dep, set)
+		return st
+	}
 	rolledOut := dep.Status.ObservedGeneration >= dep.Generation &&
 		dep.Status.UpdatedReplicas == want && dep.Status.Replicas == want &&
 		dep.Status.ReadyReplicas == want && dep.Status.AvailableReplicas == want
-	switch {
-	case rolledOut && want == 0:
-		set(cachev1beta1.ConditionReady, metav1.ConditionTrue, ReasonScaledDown, "replicas is 0: the cache is scaled down")
-	case rolledOut:
-		set(cachev1beta1.ConditionReady, metav1.ConditionTrue, ReasonAvailable, fmt.Sprintf("%d of %d replicas ready", want, want))
-	default:
-		set(cachev1beta1.ConditionReady, metav1.ConditionFalse, ReasonReplicasNotReady,
-			fmt.Sprintf("%d of %d replicas ready, %d updated", dep.Status.ReadyReplicas, want, dep.Status.UpdatedReplicas))
-	}
 	if rolledOut {
+		set(cachev1beta1.ConditionReady, metav1.ConditionTrue, ReasonAvailable, fmt.Sprintf("%d of %d replicas ready", want, want))
 		set(cachev1beta1.ConditionProgressing, metav1.ConditionFalse, ReasonRolloutComplete, "the Deployment runs the current spec")
 	} else {
+		set(cachev1beta1.ConditionReady, metav1.ConditionFalse, ReasonReplicasNotReady,
+			fmt.Sprintf("%d of %d replicas ready, %d updated", dep.Status.ReadyReplicas, want, dep.Status.UpdatedReplicas))
 		set(cachev1beta1.ConditionProgressing, metav1.ConditionTrue, ReasonRollingOut, "the Deployment is rolling out the current spec")
 	}
 
@@ -119,6 +124,43 @@ func computeStatus(rc *cachev1beta1.RedisCache, obs observation) cachev1beta1.Re
 		st.Phase = cachev1beta1.PhaseProgressing
 	}
 	return st
+}
+
+// setScaledDownConditions sets the conditions of a cache asked for 0 replicas whose Deployment
+// was given 0, and returns its phase. It is ScaledDown as soon as no pod is left; it does not wait
+// for the Deployment controller to observe the new generation, since with no pod wanted there is
+// nothing for it to roll out (and a control plane without one, such as `make run`, would otherwise
+// never get there). Nothing can be degraded without pods, so stale Deployment conditions are not
+// reported.
+func setScaledDownConditions(dep *appsv1.Deployment, set func(t string, s metav1.ConditionStatus, reason, msg string)) cachev1beta1.Phase {
+	set(cachev1beta1.ConditionDegraded, metav1.ConditionFalse, ReasonAsExpected, "")
+	if dep.Status.Replicas > 0 {
+		msg := fmt.Sprintf("replicas is 0: waiting for %d pods to stop", dep.Status.Replicas)
+		set(cachev1beta1.ConditionReady, metav1.ConditionFalse, ReasonScalingDown, msg)
+		set(cachev1beta1.ConditionProgressing, metav1.ConditionTrue, ReasonScalingDown, msg)
+		return cachev1beta1.PhaseProgressing
+	}
+	msg := "replicas is 0: no Redis pod runs, the configuration is kept"
+	set(cachev1beta1.ConditionReady, metav1.ConditionTrue, ReasonScaledDown, msg)
+	set(cachev1beta1.ConditionProgressing, metav1.ConditionFalse, ReasonScaledDown, msg)
+	return cachev1beta1.PhaseScaledDown
+}
+
+// requeueAfter is when to look at a cache again although nothing it watches changed: a safety net
+// while pods are expected to become ready (Deployment status changes normally wake the reconciler
+// first). A cache that is Ready, stopped by an error (its class decides, see internal/errclass), or
+// whose Deployment asks for no pod is not polled: with 0 replicas nothing is left to wait for but
+// pods stopping, which the Deployment's status reports.
+func requeueAfter(st cachev1beta1.RedisCacheStatus, obs observation) time.Duration {
+	switch {
+	case obs.err != nil || obs.deployment == nil:
+		return 0
+	case meta.IsStatusConditionTrue(st.Conditions, cachev1beta1.ConditionReady):
+		return 0
+	case ptr.Deref(obs.deployment.Spec.Replicas, 1) == 0:
+		return 0
+	}
+	return waitForReplicas
 }
 
 // deploymentTrouble reports the Deployment conditions that need a human: a rollout past its

@@ -64,8 +64,21 @@ func TestComputeStatus(t *testing.T) {
 		{
 			name: "scaled to zero", cache: cacheWith(0, 2),
 			obs:       observation{deployment: deploymentWith(1, 1, 0, 0, 0)},
-			wantPhase: cachev1beta1.PhaseReady, wantReady: metav1.ConditionTrue, wantReason: ReasonScaledDown,
+			wantPhase: cachev1beta1.PhaseScaledDown, wantReady: metav1.ConditionTrue, wantReason: ReasonScaledDown,
 			wantDegraded: ReasonAsExpected, wantObserved: 2,
+		},
+		{
+			// A control plane without a Deployment controller (make run): the status never moves.
+			name: "scaled to zero, Deployment status never written", cache: cacheWith(0, 1),
+			obs:       observation{deployment: deploymentWith(1, 0, 0, 0, 0)},
+			wantPhase: cachev1beta1.PhaseScaledDown, wantReady: metav1.ConditionTrue, wantReason: ReasonScaledDown,
+			wantDegraded: ReasonAsExpected, wantObserved: 1,
+		},
+		{
+			name: "scaling to zero, pods still stopping", cache: cacheWith(0, 3),
+			obs:       observation{deployment: deploymentWith(2, 1, 2, 2, 2)},
+			wantPhase: cachev1beta1.PhaseProgressing, wantReady: metav1.ConditionFalse, wantReason: ReasonScalingDown,
+			wantDegraded: ReasonAsExpected, wantObserved: 3, wantReadyRepl: 2,
 		},
 		{
 			name: "pods cannot be created", cache: cacheWith(1, 1),
@@ -120,5 +133,31 @@ func TestComputeStatusKeepsLastObservationOnTransientError(t *testing.T) {
 	got := computeStatus(rc, observation{err: errors.New("etcd timeout")})
 	if got.ObservedGeneration != 4 || got.Phase != cachev1beta1.PhaseReady {
 		t.Errorf("a transient error changed the status: observed=%d phase=%s", got.ObservedGeneration, got.Phase)
+	}
+}
+
+func TestRequeueAfter(t *testing.T) {
+	withSpec := func(d *appsv1.Deployment, replicas int32) *appsv1.Deployment {
+		d.Spec.Replicas = &replicas
+		return d
+	}
+	tests := []struct {
+		name  string
+		cache *cachev1beta1.RedisCache
+		obs   observation
+		want  time.Duration
+	}{
+		{"ready: nothing to wait for", cacheWith(2, 1), observation{deployment: withSpec(deploymentWith(1, 1, 2, 2, 2), 2)}, 0},
+		{"pods not ready yet: safety-net poll", cacheWith(2, 1), observation{deployment: withSpec(deploymentWith(1, 1, 2, 2, 1), 2)}, waitForReplicas},
+		{"scaled down, Deployment status never written: no poll", cacheWith(0, 1), observation{deployment: withSpec(deploymentWith(1, 0, 0, 0, 0), 0)}, 0},
+		{"scaling down, pods still stopping: no poll", cacheWith(0, 2), observation{deployment: withSpec(deploymentWith(2, 1, 2, 2, 2), 0)}, 0},
+		{"stopped by an error: its class decides", cacheWith(1, 1), observation{err: errclass.Stalled(ReasonInvalidSpec, "bad")}, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := requeueAfter(computeStatus(tt.cache, tt.obs), tt.obs); got != tt.want {
+				t.Errorf("requeueAfter = %v, want %v", got, tt.want)
+			}
+		})
 	}
 }

@@ -13,8 +13,14 @@ import (
 // Both versions are served; the conversion webhook converts losslessly between them (v1beta1 is
 // the hub, see conversion.go in v1alpha1).
 
-// EvictionPolicy is a Redis maxmemory-policy: what Redis evicts once maxmemory is reached.
-// +kubebuilder:validation:Enum=noeviction;allkeys-lru;allkeys-lfu;allkeys-random;volatile-lru;volatile-lfu;volatile-random;volatile-ttl
+// EvictionPolicy is a Redis maxmemory-policy: what Redis evicts once maxmemory is reached. One of
+// noeviction, allkeys-lru, allkeys-lfu, allkeys-random, volatile-lru, volatile-lfu, volatile-random,
+// volatile-ttl.
+//
+// The values are checked by a CEL rule, not an OpenAPI enum: an enum violation is one of the
+// errors after which the API server skips every CEL rule of the object and appends "some
+// validation rules were not checked" to the message.
+// +kubebuilder:validation:XValidation:rule="self in ['noeviction', 'allkeys-lru', 'allkeys-lfu', 'allkeys-random', 'volatile-lru', 'volatile-lfu', 'volatile-random', 'volatile-ttl']",message="must be a Redis maxmemory-policy: noeviction, allkeys-lru, allkeys-lfu, allkeys-random, volatile-lru, volatile-lfu, volatile-random or volatile-ttl"
 type EvictionPolicy string
 
 // The eight maxmemory policies Redis understands.
@@ -31,6 +37,14 @@ const (
 
 // DefaultImage is the Redis image used when spec.redis.image is empty.
 const DefaultImage = "docker.io/library/redis:7.4-alpine"
+
+// ImageReferencePattern is the grammar of a container image reference (that of
+// github.com/distribution/reference, which the kubelet parses images with): an optional registry
+// host[:port]/, a lower-case repository path, an optional :tag and an optional @digest. It is
+// written without backslashes so that it can stand unchanged in a CEL string literal: the CEL rule
+// on spec.redis.image (spec.image in v1alpha1) is this pattern, which a test of the generated CRD
+// checks, and the controller applies it to objects stored before the rule existed.
+const ImageReferencePattern = `^(?:(?:(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])(?:[.](?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9]))*|[[][a-fA-F0-9:]+[]])(?::[0-9]+)?/)?[a-z0-9]+(?:(?:[._]|__|[-]+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|[-]+)[a-z0-9]+)*)*(?::[a-zA-Z0-9_][a-zA-Z0-9_.-]{0,127})?(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?$`
 
 // RedisCacheSpec is the cache the user asks for. It holds intent only; observations live in
 // RedisCacheStatus.
@@ -78,17 +92,19 @@ type RedisCacheSpec struct {
 
 // Redis is the configuration of the Redis server.
 type Redis struct {
-	// Image is the Redis container image. It must run redis-server as a non-root user and
-	// contain sh and redis-cli (used by the readiness probe).
+	// Image is the Redis container image: [registry[:port]/]repository[:tag][@digest], the
+	// repository in lower case. It must run redis-server as a non-root user and contain sh and
+	// redis-cli (used by the readiness probe).
 	// +kubebuilder:default="docker.io/library/redis:7.4-alpine"
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=512
-	// +kubebuilder:validation:Pattern=`^\S+$`
+	// +kubebuilder:validation:XValidation:rule="self.matches('^(?:(?:(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])(?:[.](?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9]))*|[[][a-fA-F0-9:]+[]])(?::[0-9]+)?/)?[a-z0-9]+(?:(?:[._]|__|[-]+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|[-]+)[a-z0-9]+)*)*(?::[a-zA-Z0-9_][a-zA-Z0-9_.-]{0,127})?(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?$')",message="must be an image reference, [registry[:port]/]repository[:tag][@digest] with the repository in lower case, e.g. docker.io/library/redis:7.4-alpine"
 	// +optional
 	Image string `json:"image,omitempty"`
 
-	// ImagePullPolicy of the Redis container. Empty means the Kubernetes default for the image tag.
-	// +kubebuilder:validation:Enum=Always;IfNotPresent;Never
+	// ImagePullPolicy of the Redis container: Always, IfNotPresent or Never. Empty means the
+	// Kubernetes default for the image tag.
+	// +kubebuilder:validation:XValidation:rule="self in ['Always', 'IfNotPresent', 'Never']",message="must be Always, IfNotPresent or Never"
 	// +optional
 	ImagePullPolicy corev1.PullPolicy `json:"imagePullPolicy,omitempty"`
 
@@ -119,14 +135,20 @@ type Redis struct {
 }
 
 // Memory is the Redis memory limit and eviction policy.
+//
+// MaxMemory carries XIntOrString so that controller-gen accepts a maxLength on the quantity: without
+// it the API server estimates the CEL rule for an unbounded string (cost 629150 instead of 30).
 type Memory struct {
 	// MaxMemory is the Redis maxmemory: the most memory used for data before the eviction policy
 	// applies. Must be at least 1Mi and at most resources.limits.memory. Empty means no Redis limit.
+	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:MaxLength=32
 	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).compareTo(quantity('1Mi')) >= 0",message="maxMemory must be at least 1Mi"
 	// +optional
 	MaxMemory *resource.Quantity `json:"maxMemory,omitempty"`
 
-	// EvictionPolicy is the Redis maxmemory-policy.
+	// EvictionPolicy is the Redis maxmemory-policy: noeviction, allkeys-lru, allkeys-lfu,
+	// allkeys-random, volatile-lru, volatile-lfu, volatile-random or volatile-ttl.
 	// +kubebuilder:default=allkeys-lru
 	// +optional
 	EvictionPolicy EvictionPolicy `json:"evictionPolicy,omitempty"`
@@ -170,19 +192,27 @@ type PodDisruptionBudget struct {
 }
 
 // Phase summarises the conditions in one word, for humans and printer columns.
-// +kubebuilder:validation:Enum=Progressing;Ready;Degraded
+// +kubebuilder:validation:Enum=Progressing;Ready;ScaledDown;Degraded
 type Phase string
 
 // Phases of a RedisCache.
 const (
+	// PhaseProgressing: pods are being rolled out, scaled or are not ready yet.
 	PhaseProgressing Phase = "Progressing"
-	PhaseReady       Phase = "Ready"
-	PhaseDegraded    Phase = "Degraded"
+	// PhaseReady: every requested replica (at least one) is ready with the current spec.
+	PhaseReady Phase = "Ready"
+	// PhaseScaledDown: replicas is 0 and no Redis pod is left; the configuration is kept.
+	PhaseScaledDown Phase = "ScaledDown"
+	// PhaseDegraded: the cache cannot reach its spec without a change by a human (see Degraded).
+	PhaseDegraded Phase = "Degraded"
 )
 
 // Condition types of a RedisCache.
 const (
-	// ConditionReady is True (good) when every requested replica is ready with the current spec.
+	// ConditionReady is True (good) when the cache is what the spec asks for: every requested
+	// replica is ready with the current spec (reason Available), or replicas is 0 and no pod is
+	// left (reason ScaledDown, phase ScaledDown). Ready=True therefore does not promise that a
+	// client can connect: with replicas 0 nothing serves, and status.readyReplicas is 0.
 	ConditionReady = "Ready"
 	// ConditionProgressing is True while a rollout or scale is under way (neither good nor bad).
 	ConditionProgressing = "Progressing"
@@ -214,6 +244,9 @@ type RedisCacheStatus struct {
 	Replicas int32 `json:"replicas,omitempty"`
 
 	// ReadyReplicas is the number of Redis pods running the current configuration and ready.
+	// Always present once the cache has a status (the API server defaults it to 0), so the
+	// Available column of kubectl get shows a number.
+	// +kubebuilder:default=0
 	// +optional
 	ReadyReplicas int32 `json:"readyReplicas"`
 
