@@ -90,7 +90,12 @@ func (r *RedisCacheReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	// The gauges move before the status is written, so whoever sees the new status (a user, a
 	// test) also sees the metrics that go with it.
 	observeMetrics(rc)
-	if perr := r.patchStatus(ctx, base, rc); perr != nil && err == nil {
+	switch perr := r.patchStatus(ctx, base, rc); {
+	case apierrors.IsConflict(perr):
+		// The cache handed us an older RedisCache than the stored one; a patch computed from it
+		// was refused (see patchStatus). The watch event of the newer one is on its way.
+		return ctrl.Result{RequeueAfter: time.Second}, nil
+	case perr != nil && err == nil:
 		err = perr
 	}
 	r.recordTransition(base, rc)
@@ -222,12 +227,15 @@ func (r *RedisCacheReconciler) ensure(ctx context.Context, rc *cachev1beta1.Redi
 // patchStatus writes the status computed in this reconcile, once, as a merge patch against the
 // object as it was read; nothing is written when nothing changed. A field equal in base and rc is
 // not in the patch even when the stored object lacks it (readyReplicas: 0 on a status that never
-// had it); the CRD defaults such fields instead.
+// had it); the CRD defaults such fields instead. For the same reason the patch carries base's
+// resourceVersion: computed from a stale copy it would leave the fields the stale copy happened to
+// agree on (a phase "Ready" over a stored "Progressing" next to a Ready=True condition) as they
+// are stored; the API server refuses it with a Conflict instead.
 func (r *RedisCacheReconciler) patchStatus(ctx context.Context, base, rc *cachev1beta1.RedisCache) error {
 	if equality.Semantic.DeepEqual(base.Status, rc.Status) {
 		return nil
 	}
-	err := r.Status().Patch(ctx, rc, client.MergeFrom(base))
+	err := r.Status().Patch(ctx, rc, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
 	if apierrors.IsNotFound(err) {
 		return nil // deleted meanwhile: nothing left to report on
 	}

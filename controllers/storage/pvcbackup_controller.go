@@ -151,6 +151,7 @@ func (r *PVCBackupReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	if err := r.reconcileFinalizer(ctx, pb); err != nil {
 		return ctrl.Result{}, err
 	}
+	base = pb.DeepCopy() // the finalizer patch moved the resourceVersion the status patch is locked on
 
 	err := phase.Run(ctx, s,
 		r.reconcileSchedule,
@@ -171,6 +172,8 @@ func (r *PVCBackupReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		// The outcome is saved: come back soon to remove the run's objects (reconcileFinishedRuns);
 		// a status write wakes no reconcile.
 		res = shorter(res, time.Second)
+	case apierrors.IsConflict(perr):
+		return ctrl.Result{RequeueAfter: staleCacheRetry}, nil // a stale copy: its newer one is on its way
 	case perr != nil && err == nil:
 		err = perr
 	}
@@ -437,7 +440,9 @@ func (r *PVCBackupReconciler) patchStatus(ctx context.Context, base, pb *storage
 	if equality.Semantic.DeepEqual(base.Status, pb.Status) {
 		return nil
 	}
-	err := r.Status().Patch(ctx, pb, client.MergeFrom(base))
+	// Optimistic lock: a patch computed from a stale copy would keep the stored values of every
+	// field the stale copy agreed on; the API server refuses it (Conflict) instead.
+	err := r.Status().Patch(ctx, pb, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
 	if apierrors.IsNotFound(err) {
 		return nil // deleted meanwhile: nothing left to report on
 	}

@@ -107,7 +107,10 @@ func (r *PVCRestoreReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	computeRestoreStatus(pr, s, err)
 	res, err := errclass.Result(err, s.requeue)
 	if !equality.Semantic.DeepEqual(base.Status, pr.Status) {
-		if perr := r.Status().Patch(ctx, pr, client.MergeFrom(base)); perr != nil {
+		if perr := r.Status().Patch(ctx, pr, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); perr != nil {
+			if apierrors.IsConflict(perr) {
+				return ctrl.Result{RequeueAfter: staleCacheRetry}, nil // a stale copy: its newer one is on its way
+			}
 			if err == nil {
 				err = fmt.Errorf("patch status: %w", perr)
 			}
