@@ -52,10 +52,24 @@ type PVCBackupSpec struct {
 	// +optional
 	Trigger *Trigger `json:"trigger,omitempty"`
 
-	// S3Bucket is the bucket the backups are written to. It must exist.
-	// +kubebuilder:validation:MinLength=3
-	// +kubebuilder:validation:MaxLength=63
-	// +kubebuilder:validation:Pattern=`^[a-z0-9][a-z0-9.-]*[a-z0-9]$`
+	// The bucket naming rules are CEL rules, each with its own message; the same rules guard
+	// PVCRestore spec.source.s3.bucket. maxLength is only their cost bound, loose on purpose: a
+	// maxLength violation stops the API server from running any CEL rule of the object, so a name
+	// a few characters too long must fail the CEL length rule instead.
+
+	// S3Bucket is the bucket the backups are written to. It must exist. Its name follows the S3
+	// bucket naming rules: 3 to 63 lowercase letters, digits, dots and hyphens; beginning and ending
+	// with a letter or digit; no two adjacent dots and no dot next to a hyphen; not formatted as an
+	// IP address; no "xn--" prefix and no "-s3alias" or "--ol-s3" suffix.
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="size(self) >= 3 && size(self) <= 63",message="a bucket name must be 3 to 63 characters long"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9.-]*$')",message="a bucket name may contain only lowercase letters, digits, dots (.) and hyphens (-)"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9](.*[a-z0-9])?$')",message="a bucket name must begin and end with a lowercase letter or a digit"
+	// +kubebuilder:validation:XValidation:rule="!self.contains('..')",message="a bucket name must not contain two adjacent dots (..)"
+	// +kubebuilder:validation:XValidation:rule="!self.contains('.-') && !self.contains('-.')",message="in a bucket name a dot must not be next to a hyphen (.- or -.)"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[0-9]+([.][0-9]+){3}$')",message="a bucket name must not be formatted as an IP address"
+	// +kubebuilder:validation:XValidation:rule="!self.startsWith('xn--')",message="a bucket name must not start with xn--"
+	// +kubebuilder:validation:XValidation:rule="!self.endsWith('-s3alias') && !self.endsWith('--ol-s3')",message="a bucket name must not end with -s3alias or --ol-s3 (reserved for access point aliases)"
 	S3Bucket string `json:"s3Bucket"`
 
 	// S3 is where and how to reach the bucket.

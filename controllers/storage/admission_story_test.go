@@ -1,0 +1,157 @@
+package storage
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/minio/minio-go/v7/pkg/s3utils"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+)
+
+// The admission stories apply PVCBackups and PVCRestores the way a user does, as YAML with one
+// field changed, and read what the API server answers. No controller and no MinIO take part: every
+// create is a server-side dry run, so nothing is stored.
+
+const backupManifest = `
+apiVersion: storage.okgoes.com/v1
+kind: PVCBackup
+metadata: {name: app-data}
+spec:
+  pvcName: data
+  schedule: "0 2 * * *"
+  s3Bucket: backups
+  s3:
+    endpoint: minio.backup.svc:9000
+    credentialsSecretRef: {name: s3-credentials}
+`
+
+const restoreManifest = `
+apiVersion: storage.okgoes.com/v1
+kind: PVCRestore
+metadata: {name: app-data-restore}
+spec:
+  source:
+    s3:
+      bucket: backups
+      namespace: default
+      pvcBackup: app-data
+      location:
+        endpoint: minio.backup.svc:9000
+        credentialsSecretRef: {name: s3-credentials}
+  target:
+    newPVC: {name: data-restored, size: 10Gi}
+`
+
+// What the API server adds when a schema error kept it from running the CEL rules, and what it
+// says when the rules ran out of cost budget: neither may follow a single mistake.
+var rulesNotChecked = []string{"some validation rules were not checked", "cost budget", "cost exceeds"}
+
+// admissionNamespace is a fresh namespace for dry-run creates.
+func admissionNamespace(t *testing.T) string {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "admission-"}}
+	if err := k8s.Create(testCtx, ns); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k8s.Delete(testCtx, ns) })
+	return ns.Name
+}
+
+// manifest is the object of a YAML manifest in namespace ns, with each "dotted.path": value of
+// edits applied (a nil value removes the field).
+func manifest(t *testing.T, doc, ns string, edits map[string]any) *unstructured.Unstructured {
+	t.Helper()
+	u := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal([]byte(doc), &u.Object); err != nil {
+		t.Fatal(err)
+	}
+	u.SetNamespace(ns)
+	for path, v := range edits {
+		fields := strings.Split(path, ".")
+		if v == nil {
+			unstructured.RemoveNestedField(u.Object, fields...)
+			continue
+		}
+		if err := unstructured.SetNestedField(u.Object, v, fields...); err != nil {
+			t.Fatalf("set %s: %v", path, err)
+		}
+	}
+	return u
+}
+
+// apply creates u as a server-side dry run.
+func apply(u *unstructured.Unstructured) error {
+	return k8s.Create(testCtx, u, client.DryRunAll)
+}
+
+// wantRejected fails unless err is an Invalid that names field and says each of messages, and
+// nothing of rulesNotChecked.
+func wantRejected(t *testing.T, err error, field string, messages ...string) {
+	t.Helper()
+	if !apierrors.IsInvalid(err) {
+		t.Fatalf("want Invalid naming %s: %v, got %v", field, messages, err)
+	}
+	for _, m := range append([]string{field}, messages...) {
+		if !strings.Contains(err.Error(), m) {
+			t.Errorf("the error does not say %q: %v", m, err)
+		}
+	}
+	for _, m := range rulesNotChecked {
+		if strings.Contains(err.Error(), m) {
+			t.Errorf("the error says %q: not every rule was checked: %v", m, err)
+		}
+	}
+}
+
+// Bucket names that S3 (and minio-go, before it sends anything) refuses are refused at admission,
+// each with the rule it breaks, on both places a bucket is named; names S3 takes are admitted.
+func TestAdmissionChecksS3BucketNames(t *testing.T) {
+	ns := admissionNamespace(t)
+	places := []struct {
+		kind, doc, field string
+	}{
+		{"PVCBackup", backupManifest, "spec.s3Bucket"},
+		{"PVCRestore", restoreManifest, "spec.source.s3.bucket"},
+	}
+	valid := []string{"backups", "abc", "my.bucket.name", "my-bucket-2026", "1st-bucket", "xn-single-hyphen",
+		"s3alias-first", "192.168.1.1.5", strings.Repeat("a", 63)}
+	invalid := []struct {
+		name, message string
+	}{
+		{"192.168.1.1", "a bucket name must not be formatted as an IP address"},
+		{"my..bucket", "a bucket name must not contain two adjacent dots (..)"},
+		{"ab", "a bucket name must be 3 to 63 characters long"},
+		{strings.Repeat("a", 64), "a bucket name must be 3 to 63 characters long"},
+		{"My_Bucket", "a bucket name may contain only lowercase letters, digits, dots (.) and hyphens (-)"},
+		{"-backups", "a bucket name must begin and end with a lowercase letter or a digit"},
+		{"backups.", "a bucket name must begin and end with a lowercase letter or a digit"},
+		{"my.-bucket", "in a bucket name a dot must not be next to a hyphen"},
+		{"my-.bucket", "in a bucket name a dot must not be next to a hyphen"},
+		{"xn--backups", "a bucket name must not start with xn--"},
+		{"backups-s3alias", "a bucket name must not end with -s3alias or --ol-s3"},
+		{"backups--ol-s3", "a bucket name must not end with -s3alias or --ol-s3"},
+	}
+	for _, p := range places {
+		for _, name := range valid {
+			t.Run(p.kind+" admits "+name, func(t *testing.T) {
+				if err := s3utils.CheckValidBucketNameStrict(name); err != nil {
+					t.Fatalf("the table is wrong: minio-go refuses %q: %v", name, err)
+				}
+				if err := apply(manifest(t, p.doc, ns, map[string]any{p.field: name})); err != nil {
+					t.Errorf("valid bucket name %q rejected: %v", name, err)
+				}
+			})
+		}
+		for _, tt := range invalid {
+			t.Run(p.kind+" refuses "+tt.name, func(t *testing.T) {
+				err := apply(manifest(t, p.doc, ns, map[string]any{p.field: tt.name}))
+				wantRejected(t, err, p.field+": Invalid value: \""+tt.name+"\"", tt.message)
+			})
+		}
+	}
+}
