@@ -155,3 +155,58 @@ func TestAdmissionChecksS3BucketNames(t *testing.T) {
 		}
 	}
 }
+
+// An object with one mistake gets that mistake's own message, and the API server checked every
+// other rule too: no "some validation rules were not checked" (which a schema enum or maxLength
+// violation causes), no cost-budget error. With two mistakes, both are reported.
+func TestAdmissionChecksEveryRuleOfAnObjectWithOneMistake(t *testing.T) {
+	ns := admissionNamespace(t)
+	for _, doc := range []string{backupManifest, restoreManifest} {
+		if err := apply(manifest(t, doc, ns, nil)); err != nil {
+			t.Fatalf("the valid manifest is rejected: %v", err)
+		}
+	}
+	tests := []struct {
+		name     string
+		doc      string
+		edits    map[string]any
+		field    string
+		messages []string
+	}{
+		{"unknown deletion policy", backupManifest, map[string]any{"spec.deletionPolicy": "Purge"},
+			"spec.deletionPolicy", []string{"deletionPolicy must be Retain or Delete"}},
+		{"bucket name one character too long", backupManifest, map[string]any{"spec.s3Bucket": strings.Repeat("b", 64)},
+			"spec.s3Bucket", []string{"a bucket name must be 3 to 63 characters long"}},
+		{"bucket name that is an IP address", backupManifest, map[string]any{"spec.s3Bucket": "192.168.1.1"},
+			"spec.s3Bucket", []string{"must not be formatted as an IP address"}},
+		{"schedule that is not cron", backupManifest, map[string]any{"spec.schedule": "every day"},
+			"spec.schedule", []string{"schedule must be five cron fields"}},
+		{"time zone twice", backupManifest, map[string]any{"spec.schedule": "CRON_TZ=Europe/Berlin 0 2 * * *", "spec.timeZone": "Europe/Berlin"},
+			"spec", []string{"not both"}},
+		{"negative deadline", backupManifest, map[string]any{"spec.startingDeadlineSeconds": int64(-1)},
+			"spec.startingDeadlineSeconds", []string{"greater than or equal to 0"}},
+		{"empty PVC name", backupManifest, map[string]any{"spec.pvcName": ""},
+			"spec.pvcName", []string{"at least 1 chars long"}},
+		{"endpoint with a scheme", backupManifest, map[string]any{"spec.s3.endpoint": "https://s3.example.com"},
+			"spec.s3.endpoint", []string{"should match"}},
+		{"unknown overwrite policy", restoreManifest, map[string]any{"spec.target.overwrite": "Sometimes"},
+			"spec.target.overwrite", []string{"overwrite must be Refuse, Clean or Merge"}},
+		{"restore bucket with adjacent dots", restoreManifest, map[string]any{"spec.source.s3.bucket": "my..bucket"},
+			"spec.source.s3.bucket", []string{"must not contain two adjacent dots"}},
+		{"backup id that is not one", restoreManifest, map[string]any{"spec.source.backupID": "yesterday"},
+			"spec.source.backupID", []string{"should match"}},
+		{"two sources", restoreManifest, map[string]any{"spec.source.pvcBackup": "app-data"},
+			"spec.source", []string{"set exactly one of source.pvcBackup and source.s3"}},
+		{"two mistakes: deletion policy and bucket", backupManifest, map[string]any{"spec.deletionPolicy": "Purge", "spec.s3Bucket": "my..bucket"},
+			"spec.deletionPolicy", []string{"deletionPolicy must be Retain or Delete", "spec.s3Bucket", "two adjacent dots"}},
+		{"two mistakes: overwrite policy and sources", restoreManifest, map[string]any{"spec.target.overwrite": "Sometimes", "spec.source.pvcBackup": "app-data"},
+			"spec.target.overwrite", []string{"overwrite must be Refuse, Clean or Merge", "set exactly one of source.pvcBackup and source.s3"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := apply(manifest(t, tt.doc, ns, tt.edits))
+			wantRejected(t, err, tt.field, tt.messages...)
+			t.Logf("%v", err)
+		})
+	}
+}

@@ -5,8 +5,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// DeletionPolicy says what happens to the backups in S3 when the PVCBackup is deleted.
-// +kubebuilder:validation:Enum=Retain;Delete
+// DeletionPolicy says what happens to the backups in S3 when the PVCBackup is deleted: Retain or
+// Delete. The values are checked by a CEL rule, not an OpenAPI enum: the API server skips every CEL
+// rule of an object that breaks an enum, so one wrong value would hide the object's other mistakes.
+// +kubebuilder:validation:MaxLength=64
+// +kubebuilder:validation:XValidation:rule="self in ['Retain', 'Delete']",message="deletionPolicy must be Retain or Delete"
 type DeletionPolicy string
 
 const (
@@ -84,7 +87,8 @@ type PVCBackupSpec struct {
 	// +optional
 	Mover *MoverOptions `json:"mover,omitempty"`
 
-	// DeletionPolicy says what happens to the backups in S3 when this PVCBackup is deleted.
+	// DeletionPolicy says what happens to the backups in S3 when this PVCBackup is deleted:
+	// Retain (the default) keeps them; Delete removes every object of this PVCBackup first.
 	// +kubebuilder:default=Retain
 	// +optional
 	DeletionPolicy DeletionPolicy `json:"deletionPolicy,omitempty"`
@@ -183,10 +187,12 @@ type CredentialsSecretRef struct {
 	Name string `json:"name"`
 	// AccessKeyIDKey is the key of the access key ID.
 	// +kubebuilder:default=AWS_ACCESS_KEY_ID
+	// +kubebuilder:validation:MaxLength=253
 	// +optional
 	AccessKeyIDKey string `json:"accessKeyIDKey,omitempty"`
 	// SecretAccessKeyKey is the key of the secret access key.
 	// +kubebuilder:default=AWS_SECRET_ACCESS_KEY
+	// +kubebuilder:validation:MaxLength=253
 	// +optional
 	SecretAccessKeyKey string `json:"secretAccessKeyKey,omitempty"`
 }
@@ -199,6 +205,7 @@ type SecretKeySelector struct {
 	Name string `json:"name"`
 	// Key in the Secret.
 	// +kubebuilder:default=ca.crt
+	// +kubebuilder:validation:MaxLength=253
 	// +optional
 	Key string `json:"key,omitempty"`
 }
@@ -207,6 +214,7 @@ type SecretKeySelector struct {
 type SnapshotOptions struct {
 	// VolumeSnapshotClassName of the snapshot taken before each backup.
 	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
 	VolumeSnapshotClassName string `json:"volumeSnapshotClassName"`
 }
 

@@ -6,8 +6,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// OverwritePolicy says what a restore does with a target volume that is not empty.
-// +kubebuilder:validation:Enum=Refuse;Clean;Merge
+// OverwritePolicy says what a restore does with a target volume that is not empty: Refuse, Clean
+// or Merge. The values are checked by a CEL rule, not an OpenAPI enum: the API server skips every
+// CEL rule of an object that breaks an enum, so one wrong value would hide the object's other
+// mistakes.
+// +kubebuilder:validation:MaxLength=64
+// +kubebuilder:validation:XValidation:rule="self in ['Refuse', 'Clean', 'Merge']",message="overwrite must be Refuse, Clean or Merge"
 type OverwritePolicy string
 
 const (
@@ -48,6 +52,7 @@ type RestoreSource struct {
 	// BackupID is the id of the backup (status.backups[].id of the PVCBackup), or "latest" for
 	// the newest backup that has a manifest.
 	// +kubebuilder:default=latest
+	// +kubebuilder:validation:MaxLength=64
 	// +kubebuilder:validation:Pattern=`^(latest|[0-9]{8}T[0-9]{6}Z(-manual)?)$`
 	// +optional
 	BackupID string `json:"backupID,omitempty"`
@@ -92,7 +97,9 @@ type RestoreTarget struct {
 	// PVCRestore is deleted.
 	// +optional
 	NewPVC *NewPVCTemplate `json:"newPVC,omitempty"`
-	// Overwrite says what to do when the target holds data.
+	// Overwrite says what to do when the target holds data: Refuse (the default) fails the
+	// restore, Clean empties the volume first, Merge writes over it and keeps files not in the
+	// backup.
 	// +kubebuilder:default=Refuse
 	// +optional
 	Overwrite OverwritePolicy `json:"overwrite,omitempty"`
@@ -111,9 +118,11 @@ type NewPVCTemplate struct {
 	// Size of the volume.
 	Size resource.Quantity `json:"size"`
 	// StorageClassName; empty means the cluster default.
+	// +kubebuilder:validation:MaxLength=253
 	// +optional
 	StorageClassName *string `json:"storageClassName,omitempty"`
 	// AccessModes; default ReadWriteOnce.
+	// +kubebuilder:validation:MaxItems=4
 	// +optional
 	AccessModes []corev1.PersistentVolumeAccessMode `json:"accessModes,omitempty"`
 }

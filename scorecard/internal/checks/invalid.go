@@ -27,6 +27,8 @@ type mutation struct {
 var leafRuleValues = map[string]any{
 	"maxMemory must be at least 1Mi": "512Ki",
 	"schedule must be five cron fields or a descriptor such as @daily or @every 6h, optionally prefixed with CRON_TZ=<zone>": "every night at two",
+	"deletionPolicy must be Retain or Delete":                                                 "Purge",
+	"overwrite must be Refuse, Clean or Merge":                                                "Sometimes",
 	"a bucket name must be 3 to 63 characters long":                                           "ab",
 	"a bucket name may contain only lowercase letters, digits, dots (.) and hyphens (-)":      "My_Bucket",
 	"a bucket name must begin and end with a lowercase letter or a digit":                     "-backups",
