@@ -189,6 +189,8 @@ func TestAdmissionChecksEveryRuleOfAnObjectWithOneMistake(t *testing.T) {
 			"spec.pvcName", []string{"at least 1 chars long"}},
 		{"endpoint with a scheme", backupManifest, map[string]any{"spec.s3.endpoint": "https://s3.example.com"},
 			"spec.s3.endpoint", []string{"should match"}},
+		{"retention that keeps nothing", backupManifest, map[string]any{"spec.retention": map[string]any{"keepLast": int64(0)}},
+			"spec.retention", []string{"retention must keep at least one backup"}},
 		{"unknown overwrite policy", restoreManifest, map[string]any{"spec.target.overwrite": "Sometimes"},
 			"spec.target.overwrite", []string{"overwrite must be Refuse, Clean or Merge"}},
 		{"restore bucket with adjacent dots", restoreManifest, map[string]any{"spec.source.s3.bucket": "my..bucket"},
@@ -207,6 +209,43 @@ func TestAdmissionChecksEveryRuleOfAnObjectWithOneMistake(t *testing.T) {
 			err := apply(manifest(t, tt.doc, ns, tt.edits))
 			wantRejected(t, err, tt.field, tt.messages...)
 			t.Logf("%v", err)
+		})
+	}
+}
+
+// retention: {keepLast: 0} could mean "keep none" or "keep all" (it used to keep all): a retention
+// block must have a rule above 0, and the message says how to keep everything instead.
+func TestAdmissionRejectsRetentionThatKeepsNothing(t *testing.T) {
+	ns := admissionNamespace(t)
+	const message = "retention must keep at least one backup: set keepLast, keepDaily, keepWeekly or keepMonthly, or remove retention to keep all"
+	zero := int64(0)
+	for _, tt := range []struct {
+		name      string
+		retention map[string]any // nil: no retention
+		admitted  bool
+	}{
+		{"keepLast 0", map[string]any{"keepLast": zero}, false},
+		{"empty retention", map[string]any{}, false},
+		{"every rule 0", map[string]any{"keepLast": zero, "keepDaily": zero, "keepWeekly": zero, "keepMonthly": zero}, false},
+		{"no retention keeps all", nil, true},
+		{"keepLast 1", map[string]any{"keepLast": int64(1)}, true},
+		{"keepDaily 7 alone", map[string]any{"keepDaily": int64(7)}, true},
+		{"keepLast 0 with keepMonthly 6", map[string]any{"keepLast": zero, "keepMonthly": int64(6)}, true},
+		{"keepWeekly 4 alone", map[string]any{"keepWeekly": int64(4)}, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			edits := map[string]any{}
+			if tt.retention != nil {
+				edits["spec.retention"] = tt.retention
+			}
+			err := apply(manifest(t, backupManifest, ns, edits))
+			if tt.admitted {
+				if err != nil {
+					t.Fatalf("rejected: %v", err)
+				}
+				return
+			}
+			wantRejected(t, err, "spec.retention", message)
 		})
 	}
 }

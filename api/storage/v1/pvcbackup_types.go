@@ -99,13 +99,18 @@ type PVCBackupSpec struct {
 	// +optional
 	Verify bool `json:"verify,omitempty"`
 
-	// Retention prunes old backups after each successful one. Unset keeps every backup.
+	// Retention prunes old backups after each successful one. Unset keeps every backup. When set,
+	// at least one of keepLast, keepDaily, keepWeekly and keepMonthly must be above 0: a retention
+	// with every rule 0 (e.g. {keepLast: 0}) is rejected, as it could mean "keep nothing" as well
+	// as "keep everything".
 	// +optional
 	Retention *Retention `json:"retention,omitempty"`
 }
 
 // Retention says which backups to keep, restic-style: a backup kept by any rule survives, and the
 // newest backup is never pruned. Days, weeks and months are those of the schedule's time zone.
+// A rule that is 0 or absent keeps nothing by itself; at least one rule must be above 0.
+// +kubebuilder:validation:XValidation:rule="(has(self.keepLast) && self.keepLast > 0) || (has(self.keepDaily) && self.keepDaily > 0) || (has(self.keepWeekly) && self.keepWeekly > 0) || (has(self.keepMonthly) && self.keepMonthly > 0)",message="retention must keep at least one backup: set keepLast, keepDaily, keepWeekly or keepMonthly, or remove retention to keep all"
 type Retention struct {
 	// KeepLast keeps the newest N backups.
 	// +kubebuilder:validation:Minimum=0
