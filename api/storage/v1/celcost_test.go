@@ -23,8 +23,10 @@ import (
 const maxRuleCost = 10_000
 
 // Every CEL rule of the storage CRDs compiles and has a small worst-case cost, estimated the way
-// the API server estimates it when the CRD is applied: every string and list a rule reads is
-// bounded, and no rule runs under an unbounded list.
+// the API server estimates it when the CRD is applied: a rule that scans a string or list without
+// maxLength or maxItems, or runs under a list without maxItems, fails here. (A rule that only
+// compares with constants, like the policies' `self in [...]`, is cheap without a bound, and gets
+// none: exceeding a maxLength would stop the API server from running the CEL rules.)
 func TestStorageCELRulesAreCostBounded(t *testing.T) {
 	for _, name := range []string{"storage.okgoes.com_pvcbackups.yaml", "storage.okgoes.com_pvcrestores.yaml"} {
 		data, err := os.ReadFile(filepath.Join("..", "..", "..", "config", "crd", "bases", name))

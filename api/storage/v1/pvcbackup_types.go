@@ -8,7 +8,6 @@ import (
 // DeletionPolicy says what happens to the backups in S3 when the PVCBackup is deleted: Retain or
 // Delete. The values are checked by a CEL rule, not an OpenAPI enum: the API server skips every CEL
 // rule of an object that breaks an enum, so one wrong value would hide the object's other mistakes.
-// +kubebuilder:validation:MaxLength=64
 // +kubebuilder:validation:XValidation:rule="self in ['Retain', 'Delete']",message="deletionPolicy must be Retain or Delete"
 type DeletionPolicy string
 

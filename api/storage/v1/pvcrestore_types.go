@@ -10,7 +10,6 @@ import (
 // or Merge. The values are checked by a CEL rule, not an OpenAPI enum: the API server skips every
 // CEL rule of an object that breaks an enum, so one wrong value would hide the object's other
 // mistakes.
-// +kubebuilder:validation:MaxLength=64
 // +kubebuilder:validation:XValidation:rule="self in ['Refuse', 'Clean', 'Merge']",message="overwrite must be Refuse, Clean or Merge"
 type OverwritePolicy string
 
