@@ -65,7 +65,7 @@ func (r *PVCBackupReconciler) storeFor(ctx context.Context, s *scope) (ObjectSto
 	if s.store != nil {
 		return s.store, nil
 	}
-	store, err := openStore(ctx, r.APIReader, r.Stores, s.backup, s3Fields{location: "spec.s3"}, r.poll())
+	store, err := openStore(ctx, r.APIReader, r.Stores, s.backup, r.poll())
 	if err == nil {
 		s.store = store
 	}
@@ -99,8 +99,14 @@ func (f s3Fields) field(name string) string {
 
 // openStore opens the bucket of a PVCBackup with the credentials of its Secret, read uncached.
 // A missing Secret, or a missing or empty key, is a Waiting CredentialsNotFound, polled every
-// poll; fields say which field of the reconciled object the messages name.
-func openStore(ctx context.Context, reader client.Reader, stores StoreFactory, pb *storagev1.PVCBackup, fields s3Fields, poll time.Duration) (ObjectStore, error) {
+// poll; the messages name the PVCBackup's spec.s3.
+func openStore(ctx context.Context, reader client.Reader, stores StoreFactory, pb *storagev1.PVCBackup, poll time.Duration) (ObjectStore, error) {
+	return openStoreAt(ctx, reader, stores, pb, s3Fields{location: "spec.s3"}, poll)
+}
+
+// openStoreAt is openStore with messages that name fields, for a PVCRestore whose S3 settings
+// are not a spec.s3 of its own.
+func openStoreAt(ctx context.Context, reader client.Reader, stores StoreFactory, pb *storagev1.PVCBackup, fields s3Fields, poll time.Duration) (ObjectStore, error) {
 	ref := pb.Spec.S3.CredentialsSecretRef
 	by := fields.field("credentialsSecretRef")
 	secret := &corev1.Secret{}
