@@ -72,22 +72,55 @@ func (r *PVCBackupReconciler) storeFor(ctx context.Context, s *scope) (ObjectSto
 	return store, err
 }
 
+// s3Fields says, in the messages of openStore, where the S3 settings of the object being
+// reconciled come from: its own spec.s3 (PVCBackup) or spec.source.s3.location (PVCRestore), or
+// the spec.s3 of the PVCBackup a PVCRestore names. A message that names a field the user's object
+// does not have sends them looking in the wrong place.
+type s3Fields struct {
+	location string // path of the S3Location, e.g. "spec.s3"
+	owner    string // the object holding it when that is not the one reconciled, e.g. `PVCBackup "app"`
+}
+
+// restoreS3Fields are the s3Fields of the source of pr.
+func restoreS3Fields(pr *storagev1.PVCRestore) s3Fields {
+	if pr.Spec.Source.S3 != nil {
+		return s3Fields{location: "spec.source.s3.location"}
+	}
+	return s3Fields{location: "spec.s3", owner: fmt.Sprintf("PVCBackup %q", pr.Spec.Source.PVCBackup)}
+}
+
+// field names a field of the S3Location, e.g. "spec.s3.credentialsSecretRef".
+func (f s3Fields) field(name string) string {
+	if f.owner == "" {
+		return f.location + "." + name
+	}
+	return f.location + "." + name + " of " + f.owner
+}
+
 // openStore opens the bucket of a PVCBackup with the credentials of its Secret, read uncached.
-// A missing Secret or key is a Waiting CredentialsNotFound, polled every poll.
+// A missing Secret, or a missing or empty key, is a Waiting CredentialsNotFound, polled every
+// poll; the messages name the PVCBackup's spec.s3.
 func openStore(ctx context.Context, reader client.Reader, stores StoreFactory, pb *storagev1.PVCBackup, poll time.Duration) (ObjectStore, error) {
+	return openStoreAt(ctx, reader, stores, pb, s3Fields{location: "spec.s3"}, poll)
+}
+
+// openStoreAt is openStore with messages that name fields, for a PVCRestore whose S3 settings
+// are not a spec.s3 of its own.
+func openStoreAt(ctx context.Context, reader client.Reader, stores StoreFactory, pb *storagev1.PVCBackup, fields s3Fields, poll time.Duration) (ObjectStore, error) {
 	ref := pb.Spec.S3.CredentialsSecretRef
+	by := fields.field("credentialsSecretRef")
 	secret := &corev1.Secret{}
 	err := reader.Get(ctx, client.ObjectKey{Namespace: pb.Namespace, Name: ref.Name}, secret)
 	switch {
 	case apierrors.IsNotFound(err):
-		return nil, errclass.Waiting(ReasonCredentialsNotFound, fmt.Sprintf("Secret %q named by spec.s3.credentialsSecretRef does not exist", ref.Name), poll)
+		return nil, errclass.Waiting(ReasonCredentialsNotFound, fmt.Sprintf("Secret %q named by %s does not exist", ref.Name, by), poll)
 	case err != nil:
 		return nil, fmt.Errorf("get credentials Secret: %w", err)
 	}
 	accessKey, secretKey := credentialKeys(pb)
 	for _, k := range []string{accessKey, secretKey} {
-		if len(secret.Data[k]) == 0 {
-			return nil, errclass.Waiting(ReasonCredentialsNotFound, fmt.Sprintf("Secret %q has no key %q", ref.Name, k), poll)
+		if err := checkSecretKey(secret, k, poll); err != nil {
+			return nil, err
 		}
 	}
 	cfg := objectstore.Config{
@@ -95,12 +128,16 @@ func openStore(ctx context.Context, reader client.Reader, stores StoreFactory, p
 		AccessKey: string(secret.Data[accessKey]), SecretKey: string(secret.Data[secretKey]),
 	}
 	if ca := pb.Spec.S3.CABundleSecretRef; ca != nil {
+		by := fields.field("caBundleSecretRef")
 		caSecret := &corev1.Secret{}
 		if err := reader.Get(ctx, client.ObjectKey{Namespace: pb.Namespace, Name: ca.Name}, caSecret); err != nil {
 			if apierrors.IsNotFound(err) {
-				return nil, errclass.Waiting(ReasonCredentialsNotFound, fmt.Sprintf("CA bundle Secret %q does not exist", ca.Name), poll)
+				return nil, errclass.Waiting(ReasonCredentialsNotFound, fmt.Sprintf("CA bundle Secret %q named by %s does not exist", ca.Name, by), poll)
 			}
 			return nil, fmt.Errorf("get CA bundle Secret: %w", err)
+		}
+		if err := checkSecretKey(caSecret, caKey(ca), poll); err != nil {
+			return nil, err
 		}
 		cfg.CABundle = caSecret.Data[caKey(ca)]
 	}
@@ -109,6 +146,19 @@ func openStore(ctx context.Context, reader client.Reader, stores StoreFactory, p
 		return nil, errclass.Stalled(ReasonInvalidSpec, fmt.Sprintf("S3 configuration: %v", err))
 	}
 	return store, nil
+}
+
+// checkSecretKey is a Waiting CredentialsNotFound when key of secret is missing or empty, each said
+// as such: "has no key" sends the user to fix the key's name, "an empty key" to fix its value.
+func checkSecretKey(secret *corev1.Secret, key string, poll time.Duration) error {
+	v, ok := secret.Data[key]
+	switch {
+	case !ok:
+		return errclass.Waiting(ReasonCredentialsNotFound, fmt.Sprintf("Secret %q has no key %q", secret.Name, key), poll)
+	case len(v) == 0:
+		return errclass.Waiting(ReasonCredentialsNotFound, fmt.Sprintf("Secret %q has an empty key %q", secret.Name, key), poll)
+	}
+	return nil
 }
 
 // readManifest fetches and decodes the manifest of a run.

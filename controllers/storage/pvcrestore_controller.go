@@ -153,7 +153,7 @@ func (r *PVCRestoreReconciler) resolveSource(ctx context.Context, s *restoreScop
 		s.prefix = backupPrefix(pb)
 	}
 	s.backup = pb
-	store, err := openStore(ctx, r.APIReader, r.Stores, pb, r.poll())
+	store, err := openStoreAt(ctx, r.APIReader, r.Stores, pb, restoreS3Fields(pr), r.poll())
 	if err != nil {
 		return err
 	}

@@ -5,8 +5,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// DeletionPolicy says what happens to the backups in S3 when the PVCBackup is deleted.
-// +kubebuilder:validation:Enum=Retain;Delete
+// DeletionPolicy says what happens to the backups in S3 when the PVCBackup is deleted: Retain or
+// Delete. The values are checked by a CEL rule, not an OpenAPI enum: the API server skips every CEL
+// rule of an object that breaks an enum, so one wrong value would hide the object's other mistakes.
+// +kubebuilder:validation:XValidation:rule="self in ['Retain', 'Delete']",message="deletionPolicy must be Retain or Delete"
 type DeletionPolicy string
 
 const (
@@ -52,10 +54,24 @@ type PVCBackupSpec struct {
 	// +optional
 	Trigger *Trigger `json:"trigger,omitempty"`
 
-	// S3Bucket is the bucket the backups are written to. It must exist.
-	// +kubebuilder:validation:MinLength=3
-	// +kubebuilder:validation:MaxLength=63
-	// +kubebuilder:validation:Pattern=`^[a-z0-9][a-z0-9.-]*[a-z0-9]$`
+	// The bucket naming rules are CEL rules, each with its own message; the same rules guard
+	// PVCRestore spec.source.s3.bucket. maxLength is only their cost bound, loose on purpose: a
+	// maxLength violation stops the API server from running any CEL rule of the object, so a name
+	// a few characters too long must fail the CEL length rule instead.
+
+	// S3Bucket is the bucket the backups are written to. It must exist. Its name follows the S3
+	// bucket naming rules: 3 to 63 lowercase letters, digits, dots and hyphens; beginning and ending
+	// with a letter or digit; no two adjacent dots and no dot next to a hyphen; not formatted as an
+	// IP address; no "xn--" prefix and no "-s3alias" or "--ol-s3" suffix.
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="size(self) >= 3 && size(self) <= 63",message="a bucket name must be 3 to 63 characters long"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9.-]*$')",message="a bucket name may contain only lowercase letters, digits, dots (.) and hyphens (-)"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9](.*[a-z0-9])?$')",message="a bucket name must begin and end with a lowercase letter or a digit"
+	// +kubebuilder:validation:XValidation:rule="!self.contains('..')",message="a bucket name must not contain two adjacent dots (..)"
+	// +kubebuilder:validation:XValidation:rule="!self.contains('.-') && !self.contains('-.')",message="in a bucket name a dot must not be next to a hyphen (.- or -.)"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[0-9]+([.][0-9]+){3}$')",message="a bucket name must not be formatted as an IP address"
+	// +kubebuilder:validation:XValidation:rule="!self.startsWith('xn--')",message="a bucket name must not start with xn--"
+	// +kubebuilder:validation:XValidation:rule="!self.endsWith('-s3alias') && !self.endsWith('--ol-s3')",message="a bucket name must not end with -s3alias or --ol-s3 (reserved for access point aliases)"
 	S3Bucket string `json:"s3Bucket"`
 
 	// S3 is where and how to reach the bucket.
@@ -70,7 +86,8 @@ type PVCBackupSpec struct {
 	// +optional
 	Mover *MoverOptions `json:"mover,omitempty"`
 
-	// DeletionPolicy says what happens to the backups in S3 when this PVCBackup is deleted.
+	// DeletionPolicy says what happens to the backups in S3 when this PVCBackup is deleted:
+	// Retain (the default) keeps them; Delete removes every object of this PVCBackup first.
 	// +kubebuilder:default=Retain
 	// +optional
 	DeletionPolicy DeletionPolicy `json:"deletionPolicy,omitempty"`
@@ -81,13 +98,18 @@ type PVCBackupSpec struct {
 	// +optional
 	Verify bool `json:"verify,omitempty"`
 
-	// Retention prunes old backups after each successful one. Unset keeps every backup.
+	// Retention prunes old backups after each successful one. Unset keeps every backup. When set,
+	// at least one of keepLast, keepDaily, keepWeekly and keepMonthly must be above 0: a retention
+	// with every rule 0 (e.g. {keepLast: 0}) is rejected, as it could mean "keep nothing" as well
+	// as "keep everything".
 	// +optional
 	Retention *Retention `json:"retention,omitempty"`
 }
 
 // Retention says which backups to keep, restic-style: a backup kept by any rule survives, and the
 // newest backup is never pruned. Days, weeks and months are those of the schedule's time zone.
+// A rule that is 0 or absent keeps nothing by itself; at least one rule must be above 0.
+// +kubebuilder:validation:XValidation:rule="(has(self.keepLast) && self.keepLast > 0) || (has(self.keepDaily) && self.keepDaily > 0) || (has(self.keepWeekly) && self.keepWeekly > 0) || (has(self.keepMonthly) && self.keepMonthly > 0)",message="retention must keep at least one backup: set keepLast, keepDaily, keepWeekly or keepMonthly, or remove retention to keep all"
 type Retention struct {
 	// KeepLast keeps the newest N backups.
 	// +kubebuilder:validation:Minimum=0
@@ -179,10 +201,12 @@ type CredentialsSecretRef struct {
 	Name string `json:"name"`
 	// AccessKeyIDKey is the key of the access key ID.
 	// +kubebuilder:default=AWS_ACCESS_KEY_ID
+	// +kubebuilder:validation:MaxLength=253
 	// +optional
 	AccessKeyIDKey string `json:"accessKeyIDKey,omitempty"`
 	// SecretAccessKeyKey is the key of the secret access key.
 	// +kubebuilder:default=AWS_SECRET_ACCESS_KEY
+	// +kubebuilder:validation:MaxLength=253
 	// +optional
 	SecretAccessKeyKey string `json:"secretAccessKeyKey,omitempty"`
 }
@@ -195,6 +219,7 @@ type SecretKeySelector struct {
 	Name string `json:"name"`
 	// Key in the Secret.
 	// +kubebuilder:default=ca.crt
+	// +kubebuilder:validation:MaxLength=253
 	// +optional
 	Key string `json:"key,omitempty"`
 }
@@ -203,6 +228,7 @@ type SecretKeySelector struct {
 type SnapshotOptions struct {
 	// VolumeSnapshotClassName of the snapshot taken before each backup.
 	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
 	VolumeSnapshotClassName string `json:"volumeSnapshotClassName"`
 }
 

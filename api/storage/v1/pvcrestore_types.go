@@ -6,8 +6,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// OverwritePolicy says what a restore does with a target volume that is not empty.
-// +kubebuilder:validation:Enum=Refuse;Clean;Merge
+// OverwritePolicy says what a restore does with a target volume that is not empty: Refuse, Clean
+// or Merge. The values are checked by a CEL rule, not an OpenAPI enum: the API server skips every
+// CEL rule of an object that breaks an enum, so one wrong value would hide the object's other
+// mistakes.
+// +kubebuilder:validation:XValidation:rule="self in ['Refuse', 'Clean', 'Merge']",message="overwrite must be Refuse, Clean or Merge"
 type OverwritePolicy string
 
 const (
@@ -48,6 +51,7 @@ type RestoreSource struct {
 	// BackupID is the id of the backup (status.backups[].id of the PVCBackup), or "latest" for
 	// the newest backup that has a manifest.
 	// +kubebuilder:default=latest
+	// +kubebuilder:validation:MaxLength=64
 	// +kubebuilder:validation:Pattern=`^(latest|[0-9]{8}T[0-9]{6}Z(-manual)?)$`
 	// +optional
 	BackupID string `json:"backupID,omitempty"`
@@ -56,10 +60,19 @@ type RestoreSource struct {
 // RestoreS3Source is where a PVCBackup elsewhere wrote its backups:
 // <location.prefix><namespace>/<pvcBackup>/ in bucket.
 type RestoreS3Source struct {
-	// Bucket holding the backups.
-	// +kubebuilder:validation:MinLength=3
-	// +kubebuilder:validation:MaxLength=63
-	// +kubebuilder:validation:Pattern=`^[a-z0-9][a-z0-9.-]*[a-z0-9]$`
+	// The same CEL rules as PVCBackup spec.s3Bucket (see there why they are CEL rules).
+
+	// Bucket holding the backups. Its name follows the S3 bucket naming rules, like PVCBackup
+	// spec.s3Bucket.
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="size(self) >= 3 && size(self) <= 63",message="a bucket name must be 3 to 63 characters long"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9.-]*$')",message="a bucket name may contain only lowercase letters, digits, dots (.) and hyphens (-)"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9](.*[a-z0-9])?$')",message="a bucket name must begin and end with a lowercase letter or a digit"
+	// +kubebuilder:validation:XValidation:rule="!self.contains('..')",message="a bucket name must not contain two adjacent dots (..)"
+	// +kubebuilder:validation:XValidation:rule="!self.contains('.-') && !self.contains('-.')",message="in a bucket name a dot must not be next to a hyphen (.- or -.)"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[0-9]+([.][0-9]+){3}$')",message="a bucket name must not be formatted as an IP address"
+	// +kubebuilder:validation:XValidation:rule="!self.startsWith('xn--')",message="a bucket name must not start with xn--"
+	// +kubebuilder:validation:XValidation:rule="!self.endsWith('-s3alias') && !self.endsWith('--ol-s3')",message="a bucket name must not end with -s3alias or --ol-s3 (reserved for access point aliases)"
 	Bucket string `json:"bucket"`
 	// Location is the endpoint, prefix and credentials (a Secret in this namespace).
 	Location S3Location `json:"location"`
@@ -83,7 +96,9 @@ type RestoreTarget struct {
 	// PVCRestore is deleted.
 	// +optional
 	NewPVC *NewPVCTemplate `json:"newPVC,omitempty"`
-	// Overwrite says what to do when the target holds data.
+	// Overwrite says what to do when the target holds data: Refuse (the default) fails the
+	// restore, Clean empties the volume first, Merge writes over it and keeps files not in the
+	// backup.
 	// +kubebuilder:default=Refuse
 	// +optional
 	Overwrite OverwritePolicy `json:"overwrite,omitempty"`
@@ -102,9 +117,11 @@ type NewPVCTemplate struct {
 	// Size of the volume.
 	Size resource.Quantity `json:"size"`
 	// StorageClassName; empty means the cluster default.
+	// +kubebuilder:validation:MaxLength=253
 	// +optional
 	StorageClassName *string `json:"storageClassName,omitempty"`
 	// AccessModes; default ReadWriteOnce.
+	// +kubebuilder:validation:MaxItems=4
 	// +optional
 	AccessModes []corev1.PersistentVolumeAccessMode `json:"accessModes,omitempty"`
 }

@@ -27,6 +27,16 @@ type mutation struct {
 var leafRuleValues = map[string]any{
 	"maxMemory must be at least 1Mi": "512Ki",
 	"schedule must be five cron fields or a descriptor such as @daily or @every 6h, optionally prefixed with CRON_TZ=<zone>": "every night at two",
+	"deletionPolicy must be Retain or Delete":                                                 "Purge",
+	"overwrite must be Refuse, Clean or Merge":                                                "Sometimes",
+	"a bucket name must be 3 to 63 characters long":                                           "ab",
+	"a bucket name may contain only lowercase letters, digits, dots (.) and hyphens (-)":      "My_Bucket",
+	"a bucket name must begin and end with a lowercase letter or a digit":                     "-backups",
+	"a bucket name must not contain two adjacent dots (..)":                                   "my..bucket",
+	"in a bucket name a dot must not be next to a hyphen (.- or -.)":                          "my.-bucket",
+	"a bucket name must not be formatted as an IP address":                                    "192.168.1.1",
+	"a bucket name must not start with xn--":                                                  "xn--backups",
+	"a bucket name must not end with -s3alias or --ol-s3 (reserved for access point aliases)": "backups-s3alias",
 }
 
 // objectRuleMutations break the CEL rules on an object (the path of the object is passed), by

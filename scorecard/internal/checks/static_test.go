@@ -132,7 +132,8 @@ func TestMutationsFromTheSchema(t *testing.T) {
 		},
 		"pvcbackup-sample": {
 			"spec.schedule = every night at two (CEL rule)", "spec.startingDeadlineSeconds = -1 (minimum 0)",
-			`spec.deletionPolicy = "not-a-documented-value" (enum)`, "spec.s3Bucket = 64 characters (maxLength 63)",
+			"spec.deletionPolicy = Purge (CEL rule)", "spec.s3Bucket = 254 characters (maxLength 253)",
+			"spec.s3Bucket = 192.168.1.1 (CEL rule)", "spec.s3Bucket = my..bucket (CEL rule)",
 			`spec breaking "set the time zone either in timeZone or as a CRON_TZ= prefix of schedule, not both"`,
 		},
 		"pvcrestore-sample": {
