@@ -26,7 +26,10 @@ type mutation struct {
 // leafRuleValues are values that break the CEL rules on a single field, by the rule's message.
 var leafRuleValues = map[string]any{
 	"maxMemory must be at least 1Mi": "512Ki",
-	"schedule must be five cron fields or a descriptor such as @daily or @every 6h, optionally prefixed with CRON_TZ=<zone>": "every night at two",
+	"must be a Redis maxmemory-policy: noeviction, allkeys-lru, allkeys-lfu, allkeys-random, volatile-lru, volatile-lfu, volatile-random or volatile-ttl": "lru",
+	"must be Always, IfNotPresent or Never": "Sometimes",
+	"must be an image reference, [registry[:port]/]repository[:tag][@digest] with the repository in lower case, e.g. docker.io/library/redis:7.4-alpine": "Redis:7",
+	"schedule must be five cron fields or a descriptor such as @daily or @every 6h, optionally prefixed with CRON_TZ=<zone>":                             "every night at two",
 	"deletionPolicy must be Retain or Delete":                                                 "Purge",
 	"overwrite must be Refuse, Clean or Merge":                                                "Sometimes",
 	"a bucket name must be 3 to 63 characters long":                                           "ab",

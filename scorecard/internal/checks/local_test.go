@@ -111,7 +111,7 @@ func TestLocalScorecard(t *testing.T) {
 		}
 		for _, w := range []string{
 			"RedisCache v1alpha1/rediscache-sample: spec.replicas = -1 (minimum 0): rejected",
-			"RedisCache v1alpha1/rediscache-sample: spec.eviction.policy = \"not-a-documented-value\" (enum): rejected",
+			"RedisCache v1alpha1/rediscache-sample: spec.eviction.policy = lru (CEL rule): rejected",
 			"RedisCache v1beta1/rediscache-sample-v1beta1: spec.redis.memory.maxMemory = 512Ki (CEL rule): rejected",
 			"PVCBackup v1/pvcbackup-sample: spec.schedule = every night at two (CEL rule): rejected",
 			"PVCRestore v1/pvcrestore-sample: spec.source breaking \"set exactly one of source.pvcBackup and source.s3\" (CEL rule): rejected",

@@ -127,7 +127,7 @@ func TestMutationsFromTheSchema(t *testing.T) {
 	want := map[string][]string{
 		"rediscache-sample": {
 			"spec.replicas = -1 (minimum 0)", "spec.replicas = 101 (maximum 100)",
-			`spec.eviction.policy = "not-a-documented-value" (enum)`, "spec.eviction.maxMemory = 512Ki (CEL rule)",
+			"spec.eviction.policy = lru (CEL rule)", "spec.eviction.maxMemory = 512Ki (CEL rule)",
 			`the object breaking "metadata.name must be a DNS label`,
 		},
 		"pvcbackup-sample": {
