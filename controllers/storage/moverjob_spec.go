@@ -48,13 +48,17 @@ type moverJob struct {
 	options  *storagev1.MoverOptions
 	// fsGroup makes a fresh volume writable by the non-root mover (restore).
 	fsGroup bool
-	// deadline is the Job's activeDeadlineSeconds: what is left of the run's deadline.
+	// deadline is the Job's activeDeadlineSeconds: what is left of the run's deadline (required:
+	// a Job with 0 fails at once with DeadlineExceeded).
 	deadline int64
 }
 
 // desiredMoverJob is a Job running the operator's own image as the mover, with the S3 location
 // and credentials of pb (credentials by secretKeyRef only). It is created once, never updated.
 func desiredMoverJob(pb *storagev1.PVCBackup, image string, j moverJob) *batchv1.Job {
+	if j.deadline <= 0 { // never 0: the Job would fail at once
+		j.deadline = j.options.Deadline()
+	}
 	accessKey, secretKey := credentialKeys(pb)
 	secretEnv := func(env, key string) corev1.EnvVar {
 		return corev1.EnvVar{Name: env, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{

@@ -284,7 +284,8 @@ func (r *PVCRestoreReconciler) runJob(ctx context.Context, s *restoreScope) erro
 		if err := ensureFresh(ctx, r.APIReader, pr); err != nil {
 			return err // the restore may have finished and its Job been deleted: never run it twice
 		}
-		job = desiredRestoreJob(s.backup, pr, r.MoverImage)
+		deadline := pr.Status.StartTime.Add(time.Duration(pr.Spec.Mover.Deadline()) * time.Second)
+		job = desiredRestoreJob(s.backup, pr, r.MoverImage, remainingSeconds(deadline, s.now))
 		if err := controllerutil.SetControllerReference(pr, job, r.Scheme()); err != nil {
 			return err
 		}

@@ -45,7 +45,7 @@ func desiredRestorePVC(pr *storagev1.PVCRestore) *corev1.PersistentVolumeClaim {
 }
 
 // desiredRestoreJob runs `mover restore` of the resolved backup into the target PVC.
-func desiredRestoreJob(pb *storagev1.PVCBackup, pr *storagev1.PVCRestore, image string) *batchv1.Job {
+func desiredRestoreJob(pb *storagev1.PVCBackup, pr *storagev1.PVCRestore, image string, deadline int64) *batchv1.Job {
 	overwrite := string(pr.Spec.Target.Overwrite)
 	if overwrite == "" {
 		overwrite = string(storagev1.OverwriteRefuse)
@@ -54,7 +54,7 @@ func desiredRestoreJob(pb *storagev1.PVCBackup, pr *storagev1.PVCRestore, image 
 		"app.kubernetes.io/component": "restore-mover"}
 	return desiredMoverJob(pb, image, moverJob{
 		name: restoreJobName(pr), labels: labels, command: "restore", claim: pr.Status.TargetPVC, options: pr.Spec.Mover,
-		fsGroup: true,
+		fsGroup: true, deadline: deadline,
 		env: []corev1.EnvVar{
 			{Name: mover.EnvTargetDir, Value: volumeMount},
 			{Name: mover.EnvArchiveKey, Value: pr.Status.ObjectKey},

@@ -97,6 +97,10 @@ func TestRestoreIntoANewPVCIsVerified(t *testing.T) {
 	if vol := job.Spec.Template.Spec.Volumes[0].PersistentVolumeClaim; vol.ClaimName != "back-data" || vol.ReadOnly {
 		t.Errorf("restore mover mounts %+v", vol)
 	}
+	// The restore's deadline (default 6 h), never 0: a Job with 0 fails at once (found on real pods).
+	if d := job.Spec.ActiveDeadlineSeconds; d == nil || *d != storagev1.DefaultActiveDeadlineSeconds {
+		t.Errorf("restore Job activeDeadlineSeconds = %v, want %d", d, storagev1.DefaultActiveDeadlineSeconds)
+	}
 
 	dst := t.TempDir()
 	w.restoreInto(pr, dst)
