@@ -65,7 +65,7 @@ func (r *PVCBackupReconciler) storeFor(ctx context.Context, s *scope) (ObjectSto
 	if s.store != nil {
 		return s.store, nil
 	}
-	store, err := openStore(ctx, r.APIReader, r.Stores, s.backup, r.poll())
+	store, err := openStore(ctx, r.APIReader, r.Stores, backupSource(s.backup), r.poll())
 	if err == nil {
 		s.store = store
 	}
@@ -97,40 +97,51 @@ func (f s3Fields) field(name string) string {
 	return f.location + "." + name + " of " + f.owner
 }
 
-// openStore opens the bucket of a PVCBackup with the credentials of its Secret, read uncached.
-// A missing Secret, or a missing or empty key, is a Waiting CredentialsNotFound, polled every
-// poll; the messages name the PVCBackup's spec.s3.
-func openStore(ctx context.Context, reader client.Reader, stores StoreFactory, pb *storagev1.PVCBackup, poll time.Duration) (ObjectStore, error) {
-	return openStoreAt(ctx, reader, stores, pb, s3Fields{location: "spec.s3"}, poll)
+// s3Source is a bucket, how to reach it, and the namespace whose Secrets hold its credentials:
+// what the S3 calls and mover Jobs of both controllers are built from, whether it comes from a
+// PVCBackup's spec or a PVCRestore's spec.source.
+type s3Source struct {
+	namespace string
+	bucket    string
+	location  storagev1.S3Location
+	// fields names the source's fields in messages.
+	fields s3Fields
 }
 
-// openStoreAt is openStore with messages that name fields, for a PVCRestore whose S3 settings
-// are not a spec.s3 of its own.
-func openStoreAt(ctx context.Context, reader client.Reader, stores StoreFactory, pb *storagev1.PVCBackup, fields s3Fields, poll time.Duration) (ObjectStore, error) {
-	ref := pb.Spec.S3.CredentialsSecretRef
+// backupSource is the bucket of a PVCBackup.
+func backupSource(pb *storagev1.PVCBackup) s3Source {
+	return s3Source{namespace: pb.Namespace, bucket: pb.Spec.S3Bucket, location: pb.Spec.S3, fields: s3Fields{location: "spec.s3"}}
+}
+
+// openStore opens the bucket of src with the credentials of its Secret, read uncached. A missing
+// Secret, or a missing or empty key, is a Waiting CredentialsNotFound, polled every poll; the
+// messages name the source's fields.
+func openStore(ctx context.Context, reader client.Reader, stores StoreFactory, src s3Source, poll time.Duration) (ObjectStore, error) {
+	fields, loc := src.fields, src.location
+	ref := loc.CredentialsSecretRef
 	by := fields.field("credentialsSecretRef")
 	secret := &corev1.Secret{}
-	err := reader.Get(ctx, client.ObjectKey{Namespace: pb.Namespace, Name: ref.Name}, secret)
+	err := reader.Get(ctx, client.ObjectKey{Namespace: src.namespace, Name: ref.Name}, secret)
 	switch {
 	case apierrors.IsNotFound(err):
 		return nil, errclass.Waiting(ReasonCredentialsNotFound, fmt.Sprintf("Secret %q named by %s does not exist", ref.Name, by), poll)
 	case err != nil:
 		return nil, fmt.Errorf("get credentials Secret: %w", err)
 	}
-	accessKey, secretKey := credentialKeys(pb)
+	accessKey, secretKey := credentialKeys(loc)
 	for _, k := range []string{accessKey, secretKey} {
 		if err := checkSecretKey(secret, k, poll); err != nil {
 			return nil, err
 		}
 	}
 	cfg := objectstore.Config{
-		Endpoint: pb.Spec.S3.Endpoint, Region: pb.Spec.S3.Region, Bucket: pb.Spec.S3Bucket, Insecure: pb.Spec.S3.Insecure,
+		Endpoint: loc.Endpoint, Region: loc.Region, Bucket: src.bucket, Insecure: loc.Insecure,
 		AccessKey: string(secret.Data[accessKey]), SecretKey: string(secret.Data[secretKey]),
 	}
-	if ca := pb.Spec.S3.CABundleSecretRef; ca != nil {
+	if ca := loc.CABundleSecretRef; ca != nil {
 		by := fields.field("caBundleSecretRef")
 		caSecret := &corev1.Secret{}
-		if err := reader.Get(ctx, client.ObjectKey{Namespace: pb.Namespace, Name: ca.Name}, caSecret); err != nil {
+		if err := reader.Get(ctx, client.ObjectKey{Namespace: src.namespace, Name: ca.Name}, caSecret); err != nil {
 			if apierrors.IsNotFound(err) {
 				return nil, errclass.Waiting(ReasonCredentialsNotFound, fmt.Sprintf("CA bundle Secret %q named by %s does not exist", ca.Name, by), poll)
 			}

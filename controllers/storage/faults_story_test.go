@@ -114,7 +114,7 @@ func mustMarshal(v any) string {
 
 func mustStore(t *testing.T, w *world, pb *storagev1.PVCBackup) ObjectStore {
 	t.Helper()
-	store, err := openStore(testCtx, k8s, MinioStores, pb, time.Second)
+	store, err := openStore(testCtx, k8s, MinioStores, backupSource(pb), time.Second)
 	w.must(err)
 	return store
 }

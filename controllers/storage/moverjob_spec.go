@@ -18,8 +18,8 @@ const (
 	moverUID = 65532
 )
 
-func credentialKeys(pb *storagev1.PVCBackup) (accessKey, secretKey string) {
-	ref := pb.Spec.S3.CredentialsSecretRef
+func credentialKeys(loc storagev1.S3Location) (accessKey, secretKey string) {
+	ref := loc.CredentialsSecretRef
 	accessKey, secretKey = ref.AccessKeyIDKey, ref.SecretAccessKeyKey
 	if accessKey == "" {
 		accessKey = "AWS_ACCESS_KEY_ID"
@@ -54,21 +54,22 @@ type moverJob struct {
 }
 
 // desiredMoverJob is a Job running the operator's own image as the mover, with the S3 location
-// and credentials of pb (credentials by secretKeyRef only). It is created once, never updated.
-func desiredMoverJob(pb *storagev1.PVCBackup, image string, j moverJob) *batchv1.Job {
+// and credentials of src (credentials by secretKeyRef only). It is created once, never updated.
+func desiredMoverJob(src s3Source, image string, j moverJob) *batchv1.Job {
+	loc := src.location
 	if j.deadline <= 0 { // never 0: the Job would fail at once
 		j.deadline = j.options.Deadline()
 	}
-	accessKey, secretKey := credentialKeys(pb)
+	accessKey, secretKey := credentialKeys(loc)
 	secretEnv := func(env, key string) corev1.EnvVar {
 		return corev1.EnvVar{Name: env, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
-			LocalObjectReference: corev1.LocalObjectReference{Name: pb.Spec.S3.CredentialsSecretRef.Name}, Key: key}}}
+			LocalObjectReference: corev1.LocalObjectReference{Name: loc.CredentialsSecretRef.Name}, Key: key}}}
 	}
 	env := append([]corev1.EnvVar{
-		{Name: mover.EnvEndpoint, Value: pb.Spec.S3.Endpoint},
-		{Name: mover.EnvRegion, Value: pb.Spec.S3.Region},
-		{Name: mover.EnvBucket, Value: pb.Spec.S3Bucket},
-		{Name: mover.EnvInsecure, Value: boolString(pb.Spec.S3.Insecure)},
+		{Name: mover.EnvEndpoint, Value: loc.Endpoint},
+		{Name: mover.EnvRegion, Value: loc.Region},
+		{Name: mover.EnvBucket, Value: src.bucket},
+		{Name: mover.EnvInsecure, Value: boolString(loc.Insecure)},
 		secretEnv(mover.EnvAccessKey, accessKey),
 		secretEnv(mover.EnvSecretKey, secretKey),
 	}, j.env...)
@@ -79,7 +80,7 @@ func desiredMoverJob(pb *storagev1.PVCBackup, image string, j moverJob) *batchv1
 			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: j.claim, ReadOnly: j.readOnly}}}}
 		mounts = []corev1.VolumeMount{{Name: "volume", MountPath: volumeMount, ReadOnly: j.readOnly}}
 	}
-	if ca := pb.Spec.S3.CABundleSecretRef; ca != nil {
+	if ca := loc.CABundleSecretRef; ca != nil {
 		volumes = append(volumes, corev1.Volume{Name: "s3-ca", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
 			SecretName: ca.Name, Items: []corev1.KeyToPath{{Key: caKey(ca), Path: "ca.crt"}}}}})
 		mounts = append(mounts, corev1.VolumeMount{Name: "s3-ca", MountPath: caMount, ReadOnly: true})
@@ -104,7 +105,7 @@ func desiredMoverJob(pb *storagev1.PVCBackup, image string, j moverJob) *batchv1
 	}
 
 	return &batchv1.Job{
-		ObjectMeta: metav1.ObjectMeta{Namespace: pb.Namespace, Name: j.name, Labels: j.labels},
+		ObjectMeta: metav1.ObjectMeta{Namespace: src.namespace, Name: j.name, Labels: j.labels},
 		Spec: batchv1.JobSpec{
 			// One attempt: a failed run is reported, and the next schedule (or a new restore)
 			// tries again, rather than re-reading or re-writing a volume several times in a row.

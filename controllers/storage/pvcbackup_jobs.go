@@ -14,7 +14,7 @@ import (
 func desiredBackupJob(pb *storagev1.PVCBackup, run *storagev1.ActiveRun, claim, image string, deadline int64) *batchv1.Job {
 	labels := runLabels(pb, run)
 	labels["app.kubernetes.io/component"] = "backup-mover"
-	return desiredMoverJob(pb, image, moverJob{
+	return desiredMoverJob(backupSource(pb), image, moverJob{
 		name: runObjectName(pb, run), labels: labels, command: "backup", claim: claim, readOnly: true, options: pb.Spec.Mover,
 		deadline: deadline,
 		env: []corev1.EnvVar{
@@ -34,7 +34,7 @@ func desiredBackupJob(pb *storagev1.PVCBackup, run *storagev1.ActiveRun, claim, 
 func desiredVerifyJob(pb *storagev1.PVCBackup, run *storagev1.ActiveRun, image string, deadline int64) *batchv1.Job {
 	labels := runLabels(pb, run)
 	labels["app.kubernetes.io/component"] = "backup-verifier"
-	return desiredMoverJob(pb, image, moverJob{
+	return desiredMoverJob(backupSource(pb), image, moverJob{
 		name: verifyJobName(pb, run), labels: labels, command: "verify", options: pb.Spec.Mover, deadline: deadline,
 		env: []corev1.EnvVar{
 			{Name: mover.EnvArchiveKey, Value: archiveKey(pb, run.ID)},

@@ -57,9 +57,9 @@ type PVCRestoreReconciler struct {
 // restoreScope is what the phases of one restore reconcile share.
 type restoreScope struct {
 	restore *storagev1.PVCRestore
-	// backup is the source PVCBackup, or one standing for source.s3 (its S3 settings, in this
-	// namespace), which the mover Job is built from.
-	backup *storagev1.PVCBackup
+	// source is the bucket of the backups: the PVCBackup's, or source.s3 (with the credentials
+	// in this namespace); the mover Job is built from it.
+	source s3Source
 	// prefix is where the source's backups are in the bucket.
 	prefix string
 	store  ObjectStore
@@ -138,22 +138,22 @@ func (s *restoreScope) finish(outcome storagev1.RestorePhase, reason, message st
 // status so that a backup finishing meanwhile does not change what is restored).
 func (r *PVCRestoreReconciler) resolveSource(ctx context.Context, s *restoreScope) error {
 	pr := s.restore
-	pb := &storagev1.PVCBackup{}
 	if src := pr.Spec.Source.S3; src != nil {
-		pb.Namespace, pb.Name = pr.Namespace, src.PVCBackup
-		pb.Spec.S3Bucket, pb.Spec.S3 = src.Bucket, src.Location
+		s.source = s3Source{namespace: pr.Namespace, bucket: src.Bucket, location: src.Location, fields: restoreS3Fields(pr)}
 		s.prefix = src.Location.Prefix + path.Join(src.Namespace, src.PVCBackup) + "/"
 	} else {
+		pb := &storagev1.PVCBackup{}
 		if err := r.Get(ctx, client.ObjectKey{Namespace: pr.Namespace, Name: pr.Spec.Source.PVCBackup}, pb); err != nil {
 			if apierrors.IsNotFound(err) {
 				return errclass.Waiting(ReasonSourceNotFound, fmt.Sprintf("PVCBackup %q does not exist", pr.Spec.Source.PVCBackup), r.poll())
 			}
 			return err
 		}
+		s.source = backupSource(pb)
+		s.source.fields = restoreS3Fields(pr)
 		s.prefix = backupPrefix(pb)
 	}
-	s.backup = pb
-	store, err := openStoreAt(ctx, r.APIReader, r.Stores, pb, restoreS3Fields(pr), r.poll())
+	store, err := openStore(ctx, r.APIReader, r.Stores, s.source, r.poll())
 	if err != nil {
 		return err
 	}
@@ -165,7 +165,7 @@ func (r *PVCRestoreReconciler) resolveSource(ctx context.Context, s *restoreScop
 	defer cancel()
 	cat, err := readCatalog(cctx, store, s.prefix)
 	if err != nil {
-		return classifyS3Error(err, pb.Spec.S3Bucket, r.poll())
+		return classifyS3Error(err, s.source.bucket, r.poll())
 	}
 	want := pr.Spec.Source.BackupID
 	var found *backupEntry
@@ -186,7 +186,7 @@ func (r *PVCRestoreReconciler) resolveSource(ctx context.Context, s *restoreScop
 		}
 		if found == nil && len(skipped) > 0 {
 			return s.finish(storagev1.RestoreFailed, ReasonBackupNotFound, fmt.Sprintf("no usable backup under %s in bucket %s; incomplete: %s",
-				s.prefix, pb.Spec.S3Bucket, strings.Join(skipped, "; ")))
+				s.prefix, s.source.bucket, strings.Join(skipped, "; ")))
 		}
 	default:
 		for i := range cat.Valid {
@@ -197,13 +197,13 @@ func (r *PVCRestoreReconciler) resolveSource(ctx context.Context, s *restoreScop
 		for _, b := range cat.Broken {
 			if b.ID == want {
 				return s.finish(storagev1.RestoreFailed, ReasonBackupBroken, fmt.Sprintf("backup %s under %s in bucket %s is not usable: %s; nothing was restored",
-					want, s.prefix, pb.Spec.S3Bucket, b.Problem))
+					want, s.prefix, s.source.bucket, b.Problem))
 			}
 		}
 	}
 	if found == nil {
 		return s.finish(storagev1.RestoreFailed, ReasonBackupNotFound,
-			fmt.Sprintf("no backup %q with a manifest under %s in bucket %s", want, s.prefix, pb.Spec.S3Bucket))
+			fmt.Sprintf("no backup %q with a manifest under %s in bucket %s", want, s.prefix, s.source.bucket))
 	}
 	s.manifest = &found.Manifest
 	pr.Status.BackupID = found.ID
@@ -285,7 +285,7 @@ func (r *PVCRestoreReconciler) runJob(ctx context.Context, s *restoreScope) erro
 			return err // the restore may have finished and its Job been deleted: never run it twice
 		}
 		deadline := pr.Status.StartTime.Add(time.Duration(pr.Spec.Mover.Deadline()) * time.Second)
-		job = desiredRestoreJob(s.backup, pr, r.MoverImage, remainingSeconds(deadline, s.now))
+		job = desiredRestoreJob(s.source, pr, r.MoverImage, remainingSeconds(deadline, s.now))
 		if err := controllerutil.SetControllerReference(pr, job, r.Scheme()); err != nil {
 			return err
 		}

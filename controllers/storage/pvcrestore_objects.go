@@ -45,14 +45,14 @@ func desiredRestorePVC(pr *storagev1.PVCRestore) *corev1.PersistentVolumeClaim {
 }
 
 // desiredRestoreJob runs `mover restore` of the resolved backup into the target PVC.
-func desiredRestoreJob(pb *storagev1.PVCBackup, pr *storagev1.PVCRestore, image string, deadline int64) *batchv1.Job {
+func desiredRestoreJob(src s3Source, pr *storagev1.PVCRestore, image string, deadline int64) *batchv1.Job {
 	overwrite := string(pr.Spec.Target.Overwrite)
 	if overwrite == "" {
 		overwrite = string(storagev1.OverwriteRefuse)
 	}
 	labels := map[string]string{labelRestore: pr.Name, "app.kubernetes.io/managed-by": "okgoes-operator",
 		"app.kubernetes.io/component": "restore-mover"}
-	return desiredMoverJob(pb, image, moverJob{
+	return desiredMoverJob(src, image, moverJob{
 		name: restoreJobName(pr), labels: labels, command: "restore", claim: pr.Status.TargetPVC, options: pr.Spec.Mover,
 		fsGroup: true, deadline: deadline,
 		env: []corev1.EnvVar{
