@@ -164,9 +164,14 @@ func (r *RedisCacheReconciler) reconcileAuth(ctx context.Context, s *scope) erro
 	case err != nil:
 		return fmt.Errorf("get auth secret: %w", err)
 	}
-	if _, ok := secret.Data[secretKey(a)]; !ok {
+	switch v, ok := secret.Data[secretKey(a)]; {
+	case !ok:
 		return errclass.Waiting(ReasonAuthSecretNotFound,
 			fmt.Sprintf("Secret %q has no key %q", a.SecretRef.Name, secretKey(a)), poll)
+	case len(v) == 0:
+		// An empty requirepass would leave Redis without a password: never start it like that.
+		return errclass.Waiting(ReasonAuthSecretNotFound,
+			fmt.Sprintf("Secret %q has an empty key %q: set the password", a.SecretRef.Name, secretKey(a)), poll)
 	}
 	return nil
 }

@@ -387,6 +387,28 @@ func TestInvalidSpecBecomesConditionWithoutHotLoop(t *testing.T) {
 	}
 }
 
+// An auth Secret whose password is empty would start Redis without a password: it is waited for,
+// with a message that says "empty", and no Deployment is written.
+func TestEmptyAuthPasswordIsRefused(t *testing.T) {
+	ns := newNamespace(t)
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "redis-auth"}, Data: map[string][]byte{"password": {}}}
+	if err := k8s.Create(testCtx, secret); err != nil {
+		t.Fatal(err)
+	}
+	rc := sampleCache(ns, "open", 1)
+	rc.Spec.Redis.Auth = &cachev1beta1.Auth{SecretRef: cachev1beta1.SecretKeyReference{Name: "redis-auth"}}
+	if err := k8s.Create(testCtx, rc); err != nil {
+		t.Fatal(err)
+	}
+	got := waitForPhase(t, rc, cachev1beta1.PhaseDegraded, ReasonAuthSecretNotFound)
+	if c := meta.FindStatusCondition(got.Status.Conditions, cachev1beta1.ConditionReady); !strings.Contains(c.Message, "empty") {
+		t.Errorf("Ready message %q does not say the password is empty", c.Message)
+	}
+	if err := k8s.Get(testCtx, client.ObjectKeyFromObject(rc), &appsv1.Deployment{}); !apierrors.IsNotFound(err) {
+		t.Errorf("a Redis Deployment was written with an empty password: %v", err)
+	}
+}
+
 func TestMissingAuthSecretIsWaitedFor(t *testing.T) {
 	ns := newNamespace(t)
 	rc := sampleCache(ns, "locked", 1)
