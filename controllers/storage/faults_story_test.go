@@ -43,6 +43,18 @@ func (w *world) scheduledRun(pb *storagev1.PVCBackup, first time.Time, i int, di
 	w.reconcile(pb)
 }
 
+// moverPod writes the pod of a mover Job in phase with the mover container in state, as the
+// kubelet reports it.
+func (w *world) moverPod(job *batchv1.Job, phase corev1.PodPhase, state corev1.ContainerState) {
+	w.t.Helper()
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: job.Namespace, Name: job.Name + "-abcde",
+		Labels: map[string]string{"job-name": job.Name}}, Spec: job.Spec.Template.Spec}
+	w.must(k8s.Create(testCtx, pod))
+	pod.Status.Phase = phase
+	pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: moverContainer, Image: job.Spec.Template.Spec.Containers[0].Image, State: state}}
+	w.must(k8s.Status().Update(testCtx, pod))
+}
+
 func (w *world) putObject(key string, data []byte) {
 	w.t.Helper()
 	_, err := w.s3.PutObject(testCtx, bucket, key, bytesReader(data), int64(len(data)), minio.PutObjectOptions{})
@@ -342,13 +354,8 @@ func TestARunEndsAtItsDeadline(t *testing.T) {
 		t.Fatalf("Job activeDeadlineSeconds = %v, want 600", d)
 	}
 	// The pod cannot pull its image.
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: job.Name + "-abcde", Labels: map[string]string{"job-name": job.Name}},
-		Spec: job.Spec.Template.Spec}
-	w.must(k8s.Create(testCtx, pod))
-	pod.Status.Phase = corev1.PodPending
-	pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: moverContainer, Image: "x",
-		State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ImagePullBackOff", Message: `Back-off pulling image "x"`}}}}
-	w.must(k8s.Status().Update(testCtx, pod))
+	w.moverPod(job, corev1.PodPending, corev1.ContainerState{
+		Waiting: &corev1.ContainerStateWaiting{Reason: "ImagePullBackOff", Message: `Back-off pulling image "x"`}})
 	w.clock.Set(w.clock.Now().Add(time.Minute))
 	w.reconcile(pb)
 	if c := condition(pb, storagev1.ConditionRunning); c.Reason != ReasonWaitingForPod || !strings.Contains(c.Message, "ImagePullBackOff") {
@@ -389,12 +396,7 @@ func TestFailedJobsAreNamedPrecisely(t *testing.T) {
 			w.reconcile(pb)
 			job := w.job(pb)
 			if tt.term != nil {
-				pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: job.Name + "-abcde", Labels: map[string]string{"job-name": job.Name}},
-					Spec: job.Spec.Template.Spec}
-				w.must(k8s.Create(testCtx, pod))
-				pod.Status.Phase = corev1.PodFailed
-				pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: moverContainer, Image: "x", State: corev1.ContainerState{Terminated: tt.term}}}
-				w.must(k8s.Status().Update(testCtx, pod))
+				w.moverPod(job, corev1.PodFailed, corev1.ContainerState{Terminated: tt.term})
 			}
 			w.finishJob(job, false)
 			if tt.jobReason != "BackoffLimitExceeded" {
