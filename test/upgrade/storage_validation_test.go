@@ -13,15 +13,11 @@ import (
 	"k8s.io/apiextensions-apiserver/pkg/apiserver/validation"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/yaml"
-
-	"github.com/okgoes/okgoes-operator/internal/testenv"
 )
 
 // The storage CRDs of this branch refuse what the released ones admitted: bucket names that break
@@ -30,25 +26,7 @@ import (
 // store such objects, the new CRDs replace them, OLM's upgrade check passes, and the objects stay
 // writable (spec and status) until the offending field itself is edited.
 func TestStricterStorageValidationKeepsStoredObjectsWritable(t *testing.T) {
-	root, err := testenv.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, apiextensionsv1.AddToScheme} {
-		if err := add(scheme); err != nil {
-			t.Fatal(err)
-		}
-	}
-	env, cfg, err := testenv.StartEmpty(runtime.NewScheme())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
-	k8s, err := client.New(cfg, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
+	env, k8s, root := startAPIServer(t)
 	ctx := context.Background()
 
 	applyStorageCRDs(t, ctx, k8s, env, filepath.Join(root, "releases", "0.3.0", "manifests"))

@@ -26,10 +26,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -37,7 +35,6 @@ import (
 
 	cachev1alpha1 "github.com/okgoes/okgoes-operator/api/cache/v1alpha1"
 	cachev1beta1 "github.com/okgoes/okgoes-operator/api/cache/v1beta1"
-	"github.com/okgoes/okgoes-operator/internal/testenv"
 )
 
 const crdName = "rediscaches.cache.okgoes.com"
@@ -59,26 +56,7 @@ type story struct {
 }
 
 func TestUpgradeStory(t *testing.T) {
-	root, err := testenv.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, apiextensionsv1.AddToScheme,
-		cachev1alpha1.AddToScheme, cachev1beta1.AddToScheme} {
-		if err := add(scheme); err != nil {
-			t.Fatal(err)
-		}
-	}
-	env, cfg, err := testenv.StartEmpty(runtime.NewScheme())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
-	k8s, err := client.New(cfg, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
+	env, k8s, root := startAPIServer(t, cachev1alpha1.AddToScheme, cachev1beta1.AddToScheme)
 	// The managers run as a user holding only what each release grants its ServiceAccount (see
 	// grant), so a permission a release forgot fails here, as it would under OLM.
 	user, err := env.AddUser(envtest.User{Name: managerUser}, nil)
