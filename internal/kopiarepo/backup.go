@@ -59,7 +59,8 @@ type SnapshotInfo struct {
 	EndTime     time.Time
 	TotalBytes  int64 // size of the files in the snapshot
 	Files       int
-	Dirs        int
+	Dirs        int // with the root
+	Symlinks    int
 	// UploadedBytes is what the backup that made the snapshot wrote to the bucket (its new
 	// chunks); only Backup knows it, List reports zero.
 	UploadedBytes int64
@@ -237,10 +238,12 @@ func snapshotInfo(m *snapshot.Manifest) SnapshotInfo {
 		Description: m.Description,
 		StartTime:   m.StartTime.ToTime(),
 		EndTime:     m.EndTime.ToTime(),
-		TotalBytes:  m.Stats.TotalFileSize,
-		Files:       int(m.Stats.TotalFileCount),
-		Dirs:        int(m.Stats.TotalDirectoryCount),
 		RootID:      m.RootObjectID().String(),
+	}
+	// The summary of the root covers the whole tree; the upload's stats count only what it read.
+	if m.RootEntry != nil && m.RootEntry.DirSummary != nil {
+		ds := m.RootEntry.DirSummary
+		info.TotalBytes, info.Files, info.Dirs, info.Symlinks = ds.TotalFileSize, int(ds.TotalFileCount), int(ds.TotalDirCount), int(ds.TotalSymlinkCount)
 	}
 	for k, v := range m.Tags {
 		if name, ok := strings.CutPrefix(k, tagPrefix); ok {

@@ -74,10 +74,10 @@ func (r *Repo) Restore(ctx context.Context, snapshotID, targetDir string) (Resto
 	}, nil
 }
 
-// VerifyStats count what Verify read.
+// VerifyStats count what Verify read: the files and symlinks (whose targets are objects too).
 type VerifyStats struct {
-	Files int64
-	Bytes int64
+	Objects int64
+	Bytes   int64
 }
 
 // Verify reads back every file of the snapshot, as `kopia snapshot verify
@@ -110,7 +110,7 @@ func (r *Repo) Verify(ctx context.Context, snapshotID string) (VerifyStats, erro
 	if err != nil {
 		return VerifyStats{}, fmt.Errorf("verify %s: %w", snapshotID, err)
 	}
-	return VerifyStats{Files: res.Stats.ReadFileCount, Bytes: res.Stats.ReadBytes}, nil
+	return VerifyStats{Objects: res.Stats.ReadFileCount, Bytes: res.Stats.ReadBytes}, nil
 }
 
 // load returns the complete snapshot with the ID.
