@@ -27,8 +27,10 @@ type RestoreStats struct {
 }
 
 // Restore writes the tree of the snapshot into targetDir, creating it if needed. Entries
-// already there are overwritten, others are left alone. Owners are restored where the process
-// may set them (and silently not otherwise), like modes and modification times.
+// already there are overwritten, others are left alone. Modes and modification times are
+// restored, owners where the process may set them (silently not otherwise). Runs of zeros are
+// written as holes, so a sparse file stays sparse. Hard links come back as separate files, and
+// sockets, FIFOs and devices were never backed up: kopia records none of them.
 func (r *Repo) Restore(ctx context.Context, snapshotID, targetDir string) (RestoreStats, error) {
 	ctx = r.kopiaContext(ctx)
 	man, err := r.load(ctx, snapshotID)
@@ -49,6 +51,7 @@ func (r *Repo) Restore(ctx context.Context, snapshotID, targetDir string) (Resto
 		OverwriteFiles:         true,
 		OverwriteSymlinks:      true,
 		IgnorePermissionErrors: true, // a non-root mover cannot chown; kopia then skips owners only
+		WriteSparseFiles:       true,
 	}
 	if err := out.Init(ctx); err != nil {
 		return RestoreStats{}, fmt.Errorf("restore target %s: %w", target, err)

@@ -2,7 +2,9 @@ package kopiarepo
 
 import (
 	"errors"
+	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 )
 
@@ -87,5 +89,46 @@ func TestVerifyReadsTheBucket(t *testing.T) {
 		t.Fatal("verify passed over a damaged pack")
 	} else {
 		t.Logf("verify after damage: %v", err)
+	}
+}
+
+// A sparse file (a 64 MiB disk image holding 4 KiB) takes its 4 KiB in the bucket, and as little
+// disk once restored: the restore does not fill the target volume with zeros.
+func TestSparseFileStaysSparse(t *testing.T) {
+	b := newBucket(t)
+	r := openRepo(t, b.config("volumes/vm"), testPassword)
+	ctx := testContext(t)
+	src := t.TempDir()
+	image := filepath.Join(src, "disk.img")
+	f, err := os.Create(image)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt(randomBytes(t, 4096), 32<<20); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(64 << 20); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+
+	snap, err := r.Backup(ctx, src, BackupOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if snap.UploadedBytes > 8<<20 {
+		t.Errorf("backing up a 64 MiB file holding 4 KiB uploaded %d bytes", snap.UploadedBytes)
+	}
+	dst := t.TempDir()
+	if _, err := r.Restore(ctx, snap.ID, dst); err != nil {
+		t.Fatal(err)
+	}
+	assertSameTree(t, src, dst)
+	var st syscall.Stat_t
+	if err := syscall.Stat(filepath.Join(dst, "disk.img"), &st); err != nil {
+		t.Fatal(err)
+	}
+	if allocated := st.Blocks * 512; allocated > 8<<20 {
+		t.Errorf("the restored 64 MiB image allocates %d bytes of disk, want it sparse", allocated)
 	}
 }
