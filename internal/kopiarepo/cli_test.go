@@ -3,6 +3,7 @@ package kopiarepo
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -91,4 +92,38 @@ func kopiaCLI(t *testing.T) string {
 	}
 	t.Logf("built %s in %v", bin, time.Since(start).Round(time.Second))
 	return bin
+}
+
+// A repository a person created with the CLI opens with the package and takes backups, but its
+// maintenance stays with its creator until handed over: Maintenance says so, by name.
+func TestRepositoryCreatedByTheCLI(t *testing.T) {
+	kopia := kopiaCLI(t)
+	b := newBucket(t)
+	cfg := b.config("volumes/manual")
+	home := t.TempDir()
+	cmd := exec.Command(kopia, "repository", "create", "s3", "--bucket="+cfg.Bucket, "--endpoint="+cfg.Endpoint, "--disable-tls",
+		"--prefix=volumes/manual/", "--access-key="+cfg.AccessKey, "--secret-access-key="+cfg.SecretKey,
+		"--password="+testPassword, "--config-file="+filepath.Join(home, "repository.config"),
+		"--cache-directory="+filepath.Join(home, "cache"), "--override-username=alice", "--override-hostname=laptop")
+	cmd.Env = append(os.Environ(), "HOME="+home, "KOPIA_LOG_DIR="+filepath.Join(home, "logs"), "KOPIA_CHECK_FOR_UPDATES=false")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("kopia repository create: %v\n%s", err, out)
+	}
+
+	r := openRepo(t, cfg, testPassword)
+	ctx := testContext(t)
+	src := t.TempDir()
+	writeVolume(t, src)
+	snap, err := r.Backup(ctx, src, BackupOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst := t.TempDir()
+	if _, err := r.Restore(ctx, snap.ID, dst); err != nil {
+		t.Fatal(err)
+	}
+	assertSameTree(t, src, dst)
+	if err := r.Maintenance(ctx, false, SafetyFull); !errors.Is(err, ErrMaintenanceNotOwned) || !strings.Contains(err.Error(), "alice@laptop") {
+		t.Errorf("maintenance of alice's repository: %v, want ErrMaintenanceNotOwned naming alice@laptop", err)
+	}
 }

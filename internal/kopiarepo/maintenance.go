@@ -10,6 +10,10 @@ import (
 	"github.com/kopia/kopia/snapshot/snapshotmaintenance"
 )
 
+// ErrMaintenanceNotOwned means another kopia client (a person's CLI) owns the maintenance of
+// the repository; `kopia maintenance set --owner=okgoes@okgoes-operator` hands it back.
+var ErrMaintenanceNotOwned = errors.New("repository maintenance is owned by another client")
+
 // Safety chooses how cautious garbage collection is.
 type Safety int
 
@@ -45,6 +49,10 @@ func (r *Repo) Maintenance(ctx context.Context, full bool, safety Safety) error 
 		func(ctx context.Context, w repo.DirectRepositoryWriter) error {
 			return snapshotmaintenance.Run(ctx, w, mode, false, params)
 		})
+	var notOwned maintenance.NotOwnedError
+	if errors.As(err, &notOwned) {
+		return fmt.Errorf("%w: %s", ErrMaintenanceNotOwned, notOwned.Owner)
+	}
 	if err != nil {
 		return fmt.Errorf("%s maintenance: %w", mode, err)
 	}
