@@ -71,3 +71,50 @@ func TestDeleteThenFullMaintenanceReclaimsSpace(t *testing.T) {
 	}
 	assertSameTree(t, src, dst)
 }
+
+// Small backups write short packs, which maintenance merges, the deleted chunks with the live
+// ones. kopia never rewrites a lone short pack, so the space of a deleted snapshot merged that
+// way comes back only once a later backup adds another short pack: the first full maintenance
+// after it frees the space.
+func TestSmallBackupsReclaimSpaceAfterTheNextBackup(t *testing.T) {
+	const fileSize = 1 << 20
+	b := newBucket(t)
+	r := openRepo(t, b.config("volumes/small"), testPassword)
+	ctx := testContext(t)
+	src := t.TempDir()
+	backup := func(files int) SnapshotInfo {
+		t.Helper()
+		for i := range files {
+			writeFile(t, filepath.Join(src, fmt.Sprintf("f%d", i)), randomBytes(t, fileSize), 0o644)
+		}
+		snap, err := r.Backup(ctx, src, BackupOptions{Source: "shop/small"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return snap
+	}
+	fullNoMargins := func() int64 {
+		t.Helper()
+		if err := r.Maintenance(ctx, true, SafetyNone); err != nil {
+			t.Fatal(err)
+		}
+		return b.bytesUnder(t, "volumes/small/")
+	}
+
+	old := backup(8)
+	backup(8) // every file changed
+	withBoth := b.bytesUnder(t, "volumes/small/")
+	if err := r.Delete(ctx, old.ID); err != nil {
+		t.Fatal(err)
+	}
+	first, second := fullNoMargins(), fullNoMargins()
+	if first < withBoth-fileSize || second < withBoth-fileSize {
+		t.Errorf("full maintenance freed %d then %d bytes of %d; kopia was expected to keep the merged pack whole", withBoth-first, withBoth-second, withBoth)
+	}
+	backup(1) // tomorrow's backup: one changed file, one more short pack
+	after := fullNoMargins()
+	t.Logf("bucket: %d bytes with both snapshots, %d and %d after two full runs, %d after the next backup and one more", withBoth, first, second, after)
+	if after > withBoth-7*fileSize {
+		t.Errorf("after the next backup and full maintenance the bucket holds %d bytes; want the deleted 8 MiB gone from %d", after, withBoth)
+	}
+}
