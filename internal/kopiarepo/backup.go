@@ -144,6 +144,9 @@ func (r *Repo) Backup(ctx context.Context, dir string, opts BackupOptions) (Snap
 		}
 		return deleteIncomplete(wctx, w, si, man.StartTime)
 	})
+	if err != nil && ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
+		err = fmt.Errorf("%w (then: %v)", ctx.Err(), err) // a cancel may surface as an S3 error
+	}
 	if err != nil {
 		return SnapshotInfo{}, err
 	}

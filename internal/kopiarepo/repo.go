@@ -52,8 +52,8 @@ type S3Config struct {
 
 // Options are the local side of a connection.
 type Options struct {
-	// CacheDir keeps kopia's config file and cache across runs (a cache volume); empty means a
-	// temporary directory that Close removes.
+	// CacheDir keeps kopia's config file and cache across runs (a cache volume), for one Repo
+	// at a time; empty means a temporary directory that Close removes.
 	CacheDir string
 	// CacheLimitBytes is a hard bound on kopia's content and metadata caches, half each; zero
 	// means DefaultCacheLimitBytes. kopia's index cache is not bounded by it: it grows with
@@ -63,7 +63,8 @@ type Options struct {
 	Logger *zap.Logger
 }
 
-// Repo is an open repository. Its methods may be called concurrently.
+// Repo is an open repository. Its methods may be called concurrently, except Maintenance with
+// SafetyNone, which must be the only writer to the repository.
 type Repo struct {
 	rep           repo.Repository
 	workDir       string
