@@ -7,6 +7,7 @@ import (
 	"math"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -34,7 +35,7 @@ type BackupOptions struct {
 	Description string
 	Tags        map[string]string
 	// Progress, when set, is called at most once per ProgressInterval while the backup runs,
-	// and once at its end.
+	// and once at its end; never twice at the same time.
 	Progress func(BackupProgress)
 }
 
@@ -263,6 +264,7 @@ func snapshotInfo(m *snapshot.Manifest) SnapshotInfo {
 type progress struct {
 	upload.NullUploadProgress
 	report                              func(BackupProgress)
+	reportMu                            sync.Mutex // one call of report at a time
 	estimated, hashed, cached, uploaded atomic.Int64
 	lastReport                          atomic.Int64 // unix nanoseconds
 }
@@ -290,6 +292,8 @@ func (p *progress) maybeReport() {
 }
 
 func (p *progress) flush() {
+	p.reportMu.Lock()
+	defer p.reportMu.Unlock()
 	if p.report != nil {
 		p.report(BackupProgress{EstimatedBytes: p.estimated.Load(), HashedBytes: p.hashed.Load(),
 			CachedBytes: p.cached.Load(), UploadedBytes: p.uploaded.Load()})
