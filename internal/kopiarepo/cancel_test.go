@@ -1,0 +1,85 @@
+package kopiarepo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kopia/kopia/snapshot"
+)
+
+// A backup canceled half way (its Job deleted, the mover's context canceled) returns the
+// cancellation and leaves a repository that opens; the next backup completes, reuses what the
+// canceled one uploaded, and cleans up after it.
+func TestCanceledBackupLeavesAWorkingRepository(t *testing.T) {
+	const files, fileSize = 12, 4 << 20
+	b := newBucket(t)
+	cfg := b.config("volumes/big")
+	src := t.TempDir()
+	for i := range files {
+		writeFile(t, filepath.Join(src, fmt.Sprintf("f%02d", i)), randomBytes(t, fileSize), 0o644)
+	}
+
+	r := openRepo(t, cfg, testPassword)
+	ctx, cancel := context.WithCancel(testContext(t))
+	// Cancel as soon as the first data pack (up to 20 MiB) is in the bucket.
+	go func() {
+		defer cancel()
+		for ctx.Err() == nil && !hasObject(ctx, b, "volumes/big/p") {
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	_, err := r.Backup(ctx, src, BackupOptions{Source: "shop/big"})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("canceled backup returned %v, want context.Canceled", err)
+	}
+	uploadedBeforeCancel := b.bytesUnder(t, "volumes/big/p")
+
+	// A new connection, as the next mover Job would make.
+	r2 := openRepo(t, cfg, testPassword)
+	if list, err := r2.List(testContext(t)); err != nil || len(list) != 0 {
+		t.Fatalf("after the canceled backup, list = %v, %v; want no snapshot", list, err)
+	}
+	si := snapshot.SourceInfo{UserName: ClientUser, Host: ClientHost, Path: "shop/big"}
+	if kept := sourceSnapshots(t, r2, si); len(kept) != 1 || !strings.HasSuffix(kept[0], ":canceled") {
+		t.Errorf("after the canceled backup the source has [%s]; want one incomplete snapshot holding what was uploaded", strings.Join(kept, " "))
+	}
+	next, err := r2.Backup(testContext(t), src, BackupOptions{Source: "shop/big"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("the canceled backup left %d bytes of packs; the next one uploaded %d of %d", uploadedBeforeCancel, next.UploadedBytes, files*fileSize)
+	if next.Files != files || next.TotalBytes != files*fileSize {
+		t.Errorf("next snapshot holds %d files, %d bytes; want %d, %d", next.Files, next.TotalBytes, files, files*fileSize)
+	}
+	if uploadedBeforeCancel >= fileSize && next.UploadedBytes > files*fileSize-uploadedBeforeCancel/2 {
+		t.Errorf("next backup uploaded %d bytes although %d were already in the bucket", next.UploadedBytes, uploadedBeforeCancel)
+	}
+	dst := t.TempDir()
+	if _, err := r2.Restore(testContext(t), next.ID, dst); err != nil {
+		t.Fatal(err)
+	}
+	assertSameTree(t, src, dst)
+
+	if kept := sourceSnapshots(t, r2, si); len(kept) != 1 || kept[0] != next.ID+":" {
+		t.Errorf("the source has [%s]; want only the complete snapshot %s (the canceled one removed)", strings.Join(kept, " "), next.ID)
+	}
+}
+
+// sourceSnapshots lists every snapshot of the source, incomplete ones too, as "ID:reason".
+func sourceSnapshots(t *testing.T, r *Repo, si snapshot.SourceInfo) []string {
+	t.Helper()
+	mans, err := snapshot.ListSnapshots(testContext(t), r.rep, si)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, m := range mans {
+		ids = append(ids, string(m.ID)+":"+m.IncompleteReason)
+	}
+	return ids
+}

@@ -1,0 +1,236 @@
+package kopiarepo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/kopia/kopia/repo"
+	"github.com/kopia/kopia/repo/blob"
+	"github.com/kopia/kopia/repo/blob/s3"
+	"github.com/kopia/kopia/repo/content"
+	"github.com/kopia/kopia/repo/logging"
+	"github.com/kopia/kopia/repo/maintenance"
+	"github.com/kopia/kopia/snapshot/policy"
+	"go.uber.org/zap"
+
+	"github.com/okgoes/okgoes-operator/internal/objectstore"
+)
+
+// ClientUser and ClientHost are the identity every client of a repository uses (kopia's
+// user@host), so that maintenance ownership and snapshot sources do not depend on pod names.
+const (
+	ClientUser = "okgoes"
+	ClientHost = "okgoes-operator"
+)
+
+// DefaultCacheLimitBytes bounds kopia's local cache when Options.CacheLimitBytes is zero.
+const DefaultCacheLimitBytes = 512 << 20
+
+const (
+	configFileName = "repository.config" // kopia's connection file (holds the S3 credentials)
+	cacheSubdir    = "cache"             // kopia removes this whole directory on a failed connect
+)
+
+var (
+	// ErrWrongPassword means the prefix holds a repository that the password does not open.
+	ErrWrongPassword = errors.New("wrong repository password")
+	// ErrNotARepository means the prefix holds objects but no kopia repository, so Open
+	// neither opens nor creates one there.
+	ErrNotARepository = errors.New("the prefix holds objects but no kopia repository")
+)
+
+// S3Config says where the repository is: the bucket of Config, under Prefix. Prefix is a key
+// prefix; Open adds a trailing "/" to a non-empty one so that "a" and "ab" never overlap.
+type S3Config struct {
+	objectstore.Config
+	Prefix string
+}
+
+// Options are the local side of a connection.
+type Options struct {
+	// CacheDir keeps kopia's config file and cache across runs (a cache volume), for one Repo
+	// at a time; empty means a temporary directory that Close removes.
+	CacheDir string
+	// CacheLimitBytes is a hard bound on kopia's content and metadata caches, half each; zero
+	// means DefaultCacheLimitBytes. kopia's index cache is not bounded by it: it grows with
+	// the number of distinct chunks in the repository.
+	CacheLimitBytes int64
+	// Logger receives kopia's logs; nil discards them.
+	Logger *zap.Logger
+}
+
+// Repo is an open repository. Its methods may be called concurrently, except Maintenance with
+// SafetyNone, which must be the only writer to the repository.
+type Repo struct {
+	rep           repo.Repository
+	workDir       string
+	removeWorkDir bool
+	logger        *zap.Logger
+}
+
+// Open opens the repository under the prefix, creating it when the prefix is empty. A wrong
+// password gives ErrWrongPassword, a prefix holding other objects ErrNotARepository.
+func Open(ctx context.Context, cfg S3Config, password string, opts Options) (_ *Repo, err error) {
+	r := &Repo{workDir: opts.CacheDir, logger: opts.Logger}
+	if r.workDir == "" {
+		if r.workDir, err = os.MkdirTemp("", "kopiarepo-"); err != nil {
+			return nil, err
+		}
+		r.removeWorkDir = true
+	} else if err := os.MkdirAll(r.workDir, 0o700); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil && r.removeWorkDir {
+			_ = os.RemoveAll(r.workDir)
+		}
+	}()
+	ctx = r.kopiaContext(ctx)
+
+	st, err := s3.New(ctx, s3Options(cfg), false)
+	if err != nil {
+		return nil, fmt.Errorf("S3 storage %s/%s: %w", cfg.Bucket, cfg.Prefix, err)
+	}
+	defer st.Close(ctx) //nolint:errcheck // Open below makes its own storage from the config file
+
+	configFile := filepath.Join(r.workDir, configFileName)
+	connect := func() error {
+		return repo.Connect(ctx, configFile, st, password, &repo.ConnectOptions{
+			ClientOptions:  repo.ClientOptions{Username: ClientUser, Hostname: ClientHost},
+			CachingOptions: cachingOptions(filepath.Join(r.workDir, cacheSubdir), opts.CacheLimitBytes),
+		})
+	}
+	created := false
+	err = connect()
+	if errors.Is(err, repo.ErrRepositoryNotInitialized) {
+		if created, err = initialize(ctx, st, password); err == nil {
+			err = connect()
+		}
+	}
+	if err != nil {
+		return nil, classify(err)
+	}
+
+	r.rep, err = repo.Open(ctx, configFile, password, &repo.Options{
+		// kopia's default is os.Exit(1); an error in a mover must end as an error, not a crash.
+		OnFatalError: func(err error) { logging.Module("kopiarepo")(ctx).Errorf("kopia fatal error: %v", err) },
+	})
+	if err != nil {
+		return nil, classify(err)
+	}
+	if created {
+		if err := populate(ctx, r.rep); err != nil {
+			return nil, errors.Join(err, r.rep.Close(ctx))
+		}
+	}
+	return r, nil
+}
+
+// Close closes the connection, and removes the work directory when Open made it.
+func (r *Repo) Close(ctx context.Context) error {
+	err := r.rep.Close(r.kopiaContext(ctx))
+	if r.removeWorkDir {
+		err = errors.Join(err, os.RemoveAll(r.workDir))
+	}
+	return err
+}
+
+// initialize creates a repository in an empty prefix. It reports false when another client
+// created one there first (connecting then tells whether the password fits).
+func initialize(ctx context.Context, st blob.Storage, password string) (bool, error) {
+	if err := ensureEmpty(ctx, st); err != nil {
+		return false, err
+	}
+	err := repo.Initialize(ctx, st, &repo.NewRepositoryOptions{}, password)
+	if errors.Is(err, repo.ErrAlreadyInitialized) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("create repository: %w", err)
+	}
+	return true, nil
+}
+
+// populate stores what every client of a new repository expects, as `kopia repository create`
+// does: the global policy and the maintenance owner.
+func populate(ctx context.Context, rep repo.Repository) error {
+	return repo.WriteSession(ctx, rep, repo.WriteSessionOptions{Purpose: "kopiarepo create"},
+		func(ctx context.Context, w repo.RepositoryWriter) error {
+			if err := policy.SetPolicy(ctx, w, policy.GlobalPolicySourceInfo, policy.DefaultPolicy); err != nil {
+				return fmt.Errorf("set the global policy: %w", err)
+			}
+			p := maintenance.DefaultParams()
+			p.Owner = w.ClientOptions().UsernameAtHost()
+			if err := maintenance.SetParams(ctx, w, &p); err != nil {
+				return fmt.Errorf("set the maintenance owner: %w", err)
+			}
+			return nil
+		})
+}
+
+// ensureEmpty refuses to create a repository among objects that are not one (a prefix shared
+// with the tar backups, or a typo that points at somebody else's data).
+func ensureEmpty(ctx context.Context, st blob.Storage) error {
+	errFound := errors.New("found a blob")
+	err := st.ListBlobs(ctx, "", func(blob.Metadata) error { return errFound })
+	if errors.Is(err, errFound) {
+		return ErrNotARepository
+	}
+	if err != nil {
+		return fmt.Errorf("list the prefix: %w", err)
+	}
+	return nil
+}
+
+func classify(err error) error {
+	if errors.Is(err, repo.ErrInvalidPassword) {
+		return fmt.Errorf("%w: %v", ErrWrongPassword, err)
+	}
+	return err
+}
+
+func s3Options(cfg S3Config) *s3.Options {
+	prefix := cfg.Prefix
+	if prefix != "" && !strings.HasSuffix(prefix, "/") {
+		prefix += "/"
+	}
+	return &s3.Options{
+		BucketName:      cfg.Bucket,
+		Prefix:          prefix,
+		Endpoint:        cfg.Endpoint,
+		Region:          cfg.Region,
+		DoNotUseTLS:     cfg.Insecure,
+		RootCA:          cfg.CABundle,
+		AccessKeyID:     cfg.AccessKey,
+		SecretAccessKey: cfg.SecretKey,
+	}
+}
+
+// cachingOptions splits the limit between content and metadata, as hard limits: kopia's soft
+// limits are only enforced for entries older than their sweep age (24 h for metadata).
+func cachingOptions(dir string, limit int64) content.CachingOptions {
+	if limit <= 0 {
+		limit = DefaultCacheLimitBytes
+	}
+	half := limit / 2
+	return content.CachingOptions{
+		CacheDirectory:              dir,
+		ContentCacheSizeBytes:       half,
+		ContentCacheSizeLimitBytes:  half,
+		MetadataCacheSizeBytes:      half,
+		MetadataCacheSizeLimitBytes: half,
+	}
+}
+
+// kopiaContext carries the logger, which kopia takes from the context.
+func (r *Repo) kopiaContext(ctx context.Context) context.Context {
+	if r.logger == nil {
+		return ctx
+	}
+	l := r.logger
+	return logging.WithLogger(ctx, func(module string) logging.Logger { return l.Named(module).Sugar() })
+}
