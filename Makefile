@@ -68,7 +68,7 @@ test: verify-generated verify-fmt vet k8s-assets ## Run all tests against a real
 	cd hack/catalog && go test ./... -count=1
 
 .PHONY: k8s-assets
-k8s-assets: ## Build kube-apiserver, etcd, kubectl (bin/k8s) and MinIO (bin/minio), only those missing.
+k8s-assets: ## Build kube-apiserver, etcd, kubectl (bin/k8s), MinIO (bin/minio) and the kopia CLI (bin/kopia), only those missing.
 	hack/envtest-assets.sh
 
 ##@ Build

@@ -2,12 +2,13 @@
 # Builds the test-cluster binaries into bin/k8s from the Go module proxy (no binary downloads are
 # possible on the machines this project is built on). Each binary is built only when missing.
 #
-#   hack/envtest-assets.sh [kube-apiserver|etcd|kubectl|minio ...]   (default: all four)
+#   hack/envtest-assets.sh [kube-apiserver|etcd|kubectl|minio|kopia ...]   (default: all five)
 #
 # kube-apiserver and kubectl come from k8s.io/kubernetes v1.37.2 through the wrapper module in
 # hack/tools/k8s, whose go.mod replaces each staging module with its v0.37.2 release; etcd comes from
 # hack/tools/etcd (etcdmain); minio (the S3 server of the backup tests; AGPL, so only ever a
-# separate binary) from hack/tools/minio into bin/minio. The version ldflags make discovery report v1.37.2 instead of
+# separate binary) from hack/tools/minio into bin/minio; kopia (the stock CLI the kopiarepo tests
+# open the operator's repositories with) by hack/tools/kopia/build.sh into bin/kopia. The version ldflags make discovery report v1.37.2 instead of
 # v0.0.0-master, which kubectl and client-go version checks reject.
 set -euo pipefail
 
@@ -31,6 +32,9 @@ version_ldflags() {
 build() {
 	local name=$1 dir pkg ldflags dest=$out
 	case $name in
+	kopia)
+		"$root/hack/tools/kopia/build.sh" "$root/bin/kopia"
+		return ;;
 	kube-apiserver | kubectl | kube-controller-manager | kube-scheduler)
 		dir=$root/hack/tools/k8s pkg=k8s.io/kubernetes/cmd/$name ldflags=$(version_ldflags $k8s_version) ;;
 	etcd)
@@ -51,7 +55,7 @@ build() {
 }
 
 if [ $# -eq 0 ]; then
-	set -- etcd kube-apiserver kubectl minio
+	set -- etcd kube-apiserver kubectl minio kopia
 fi
 for name in "$@"; do
 	build "$name"
