@@ -19,10 +19,7 @@ func TestCanceledBackupLeavesAWorkingRepository(t *testing.T) {
 	const files, fileSize = 12, 4 << 20
 	b := newBucket(t)
 	cfg := b.config("volumes/big")
-	src := t.TempDir()
-	for i := range files {
-		writeFile(t, filepath.Join(src, fmt.Sprintf("f%02d", i)), randomBytes(t, fileSize), 0o644)
-	}
+	src := bigVolume(t, files, fileSize)
 
 	r := openRepo(t, cfg, testPassword)
 	ctx, cancel := context.WithCancel(testContext(t))
@@ -82,4 +79,15 @@ func sourceSnapshots(t *testing.T, r *Repo, si snapshot.SourceInfo) []string {
 		ids = append(ids, string(m.ID)+":"+m.IncompleteReason)
 	}
 	return ids
+}
+
+// bigVolume is a directory of n files of size random bytes each: large enough that a backup of it
+// can be stopped half way.
+func bigVolume(t *testing.T, n, size int) string {
+	t.Helper()
+	src := t.TempDir()
+	for i := range n {
+		writeFile(t, filepath.Join(src, fmt.Sprintf("f%02d", i)), randomBytes(t, size), 0o644)
+	}
+	return src
 }

@@ -243,3 +243,17 @@ func assertSameTree(t *testing.T, want, got string) {
 		}
 	}
 }
+
+// backedUpVolume backs the test volume (writeVolume) up into a new repository under prefix of b
+// and returns the repository's configuration and the snapshot.
+func backedUpVolume(t *testing.T, b bucket, prefix string) (S3Config, SnapshotInfo) {
+	t.Helper()
+	cfg := b.config(prefix)
+	src := t.TempDir()
+	writeVolume(t, src)
+	snap, err := openRepo(t, cfg, testPassword).Backup(testContext(t), src, BackupOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg, snap
+}

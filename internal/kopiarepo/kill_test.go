@@ -3,7 +3,6 @@ package kopiarepo
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -30,10 +29,7 @@ func TestKilledBackupLeavesAWorkingRepository(t *testing.T) {
 	const files, fileSize = 12, 4 << 20
 	b := newBucket(t)
 	cfg := b.config("volumes/big")
-	src := t.TempDir()
-	for i := range files {
-		writeFile(t, filepath.Join(src, fmt.Sprintf("f%02d", i)), randomBytes(t, fileSize), 0o644)
-	}
+	src := bigVolume(t, files, fileSize)
 	openRepo(t, cfg, testPassword) // create it here, so that the killed process only backs up
 
 	args, err := json.Marshal(helperArgs{Config: cfg, Source: src, CacheDir: t.TempDir()})

@@ -11,13 +11,7 @@ import (
 // the right password still opens it, with its snapshot.
 func TestWrongPasswordIsRejected(t *testing.T) {
 	b := newBucket(t)
-	cfg := b.config("volumes/db")
-	src := t.TempDir()
-	writeVolume(t, src)
-	snap, err := openRepo(t, cfg, testPassword).Backup(testContext(t), src, BackupOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg, snap := backedUpVolume(t, b, "volumes/db")
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

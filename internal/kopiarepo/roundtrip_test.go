@@ -67,13 +67,7 @@ func TestBackupRestoresByteForByte(t *testing.T) {
 // does not trust the index.
 func TestVerifyReadsTheBucket(t *testing.T) {
 	b := newBucket(t)
-	cfg := b.config("volumes/db")
-	src := t.TempDir()
-	writeVolume(t, src)
-	snap, err := openRepo(t, cfg, testPassword).Backup(testContext(t), src, BackupOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg, snap := backedUpVolume(t, b, "volumes/db")
 	damaged := 0
 	for key := range b.objects(t, "volumes/db/p") { // data packs
 		data := b.get(t, key)
