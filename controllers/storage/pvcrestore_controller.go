@@ -68,6 +68,8 @@ type restoreScope struct {
 	result *restoreResult
 	// manifest of the backup, when resolved in this reconcile.
 	manifest *archive.Manifest
+	// history of the source PVCBackup's runs (none for source.s3): which backups failed verification.
+	history []storagev1.RunStatus
 	// note is said in an event when the source is resolved (e.g. newer broken backups skipped).
 	note string
 	// waiting and waitingMessage say why the restore Job's mover does not run yet.
@@ -150,6 +152,7 @@ func (r *PVCRestoreReconciler) resolveSource(ctx context.Context, s *restoreScop
 			return err
 		}
 		s.source = backupSource(pb)
+		s.history = pb.Status.History
 		s.source.fields = restoreS3Fields(pr)
 		s.prefix = backupPrefix(pb)
 	}
@@ -167,6 +170,7 @@ func (r *PVCRestoreReconciler) resolveSource(ctx context.Context, s *restoreScop
 	if err != nil {
 		return classifyS3Error(err, s.source.bucket, r.poll())
 	}
+	cat = withoutUnverified(cat, s.history) // a backup known to fail verification is not "latest"
 	want := pr.Spec.Source.BackupID
 	var found *backupEntry
 	switch {
@@ -182,10 +186,10 @@ func (r *PVCRestoreReconciler) resolveSource(ctx context.Context, s *restoreScop
 			}
 		}
 		if len(skipped) > 0 && found != nil {
-			s.note = fmt.Sprintf("latest usable backup %s chosen; newer backups are incomplete: %s", found.ID, strings.Join(skipped, "; "))
+			s.note = fmt.Sprintf("latest usable backup %s chosen; newer backups are not usable: %s", found.ID, strings.Join(skipped, "; "))
 		}
 		if found == nil && len(skipped) > 0 {
-			return s.finish(storagev1.RestoreFailed, ReasonBackupNotFound, fmt.Sprintf("no usable backup under %s in bucket %s; incomplete: %s",
+			return s.finish(storagev1.RestoreFailed, ReasonBackupNotFound, fmt.Sprintf("no usable backup under %s in bucket %s; not usable: %s",
 				s.prefix, s.source.bucket, strings.Join(skipped, "; ")))
 		}
 	default:

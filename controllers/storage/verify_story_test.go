@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -77,4 +78,15 @@ func TestVerifyCatchesADamagedBackup(t *testing.T) {
 		t.Errorf("Ready = %+v", c)
 	}
 	t.Logf("VerificationFailed: %s", condition(pb, storagev1.ConditionReady).Message)
+
+	// The damaged backup is reported, not listed as restorable, and never restored as "latest".
+	if len(pb.Status.Backups) != 0 || len(pb.Status.BrokenBackups) != 1 || pb.Status.BrokenBackups[0].ID != run.ID {
+		t.Errorf("backups %+v, broken %+v: want the damaged one broken only", pb.Status.Backups, pb.Status.BrokenBackups)
+	}
+	pr := newRestore(w.ns, "latest", pb.Name)
+	w.must(k8s.Create(testCtx, pr))
+	w.reconcileRestore(pr)
+	if c := condition2(pr); pr.Status.Phase != storagev1.RestoreFailed || c.Reason != ReasonBackupNotFound || !strings.Contains(c.Message, run.ID) {
+		t.Errorf("restore of latest with only a damaged backup: phase %s, %+v", pr.Status.Phase, c)
+	}
 }
