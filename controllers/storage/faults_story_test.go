@@ -29,20 +29,6 @@ import (
 // The fault stories: what a broken bucket, a failed status write, a hung or killed mover do to
 // the PVCBackup and PVCRestore controllers. Each fails without the fix it is named after.
 
-// scheduledRun runs one scheduled backup of dir at the i-th hour after creation.
-func (w *world) scheduledRun(pb *storagev1.PVCBackup, first time.Time, i int, dir string) {
-	w.t.Helper()
-	w.clock.Set(first.Add(time.Duration(i)*time.Hour + time.Minute))
-	w.reconcile(pb)
-	job := w.job(pb)
-	if res := w.runMover(job, dir); !res.Succeeded() {
-		w.t.Fatalf("run %d: %+v", i, res)
-	}
-	w.finishJob(job, true)
-	w.clock.Set(first.Add(time.Duration(i)*time.Hour + 2*time.Minute))
-	w.reconcile(pb)
-}
-
 // moverPod writes the pod of a mover Job in phase with the mover container in state, as the
 // kubelet reports it.
 func (w *world) moverPod(job *batchv1.Job, phase corev1.PodPhase, state corev1.ContainerState) {

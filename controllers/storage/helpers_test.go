@@ -256,3 +256,17 @@ func (w *world) deps(reader client.Reader) Deps {
 	return Deps{APIReader: reader, Clock: w.clock, Stores: MinioStores, MoverImage: "quay.io/okgoes/okgoes-operator:test",
 		PollInterval: time.Second}
 }
+
+// scheduledRun runs one scheduled backup of dir at the i-th hour after creation.
+func (w *world) scheduledRun(pb *storagev1.PVCBackup, first time.Time, i int, dir string) {
+	w.t.Helper()
+	w.clock.Set(first.Add(time.Duration(i)*time.Hour + time.Minute))
+	w.reconcile(pb)
+	job := w.job(pb)
+	if res := w.runMover(job, dir); !res.Succeeded() {
+		w.t.Fatalf("run %d: %+v", i, res)
+	}
+	w.finishJob(job, true)
+	w.clock.Set(first.Add(time.Duration(i)*time.Hour + 2*time.Minute))
+	w.reconcile(pb)
+}

@@ -16,16 +16,8 @@ func TestTenRunsWithKeepLastThreeLeaveThree(t *testing.T) {
 	w.reconcile(pb)
 	src := volume(t)
 	first := pb.CreationTimestamp.Time.Truncate(time.Hour).Add(time.Hour)
-	for i := 0; i < 10; i++ {
-		w.clock.Set(first.Add(time.Duration(i)*time.Hour + time.Minute))
-		w.reconcile(pb)
-		job := w.job(pb)
-		if res := w.runMover(job, src); res.Result != "Succeeded" {
-			t.Fatalf("run %d: %+v", i, res)
-		}
-		w.finishJob(job, true)
-		w.clock.Set(first.Add(time.Duration(i)*time.Hour + 2*time.Minute))
-		w.reconcile(pb)
+	for i := range 10 {
+		w.scheduledRun(pb, first, i, src)
 	}
 	keys := w.keys(backupPrefix(pb))
 	if len(keys) != 6 {
