@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"testing"
+	"time"
 )
 
 // Deleting a snapshot frees nothing by itself, nor does full maintenance at kopia's default
@@ -49,13 +50,25 @@ func TestDeleteThenFullMaintenanceReclaimsSpace(t *testing.T) {
 		t.Errorf("full maintenance at default safety freed %d bytes right after the delete; kopia's margins should keep them", withBoth-afterSafe)
 	}
 
-	if err := r.Maintenance(ctx, true, SafetyNone); err != nil {
-		t.Fatal(err)
+	// Without margins the space comes back within a few full runs; usually the first, but kopia
+	// compares blob and content times at a resolution of seconds, so a run in the same second as
+	// the delete can leave it for the next one (seen once in CI: the first run freed nothing).
+	var afterNone int64
+	runs := 0
+	for runs < 5 {
+		runs++
+		if err := r.Maintenance(ctx, true, SafetyNone); err != nil {
+			t.Fatal(err)
+		}
+		if afterNone = b.bytesUnder(t, "volumes/app/"); withBoth-afterNone >= 14*fileSize {
+			break
+		}
+		time.Sleep(time.Second)
 	}
-	afterNone := b.bytesUnder(t, "volumes/app/")
-	t.Logf("bucket: %d bytes with both snapshots, %d after delete + full maintenance (SafetyFull), %d after full maintenance (SafetyNone)", withBoth, afterSafe, afterNone)
+	t.Logf("bucket: %d bytes with both snapshots, %d after delete + full maintenance (SafetyFull), %d after %d full maintenance runs (SafetyNone)",
+		withBoth, afterSafe, afterNone, runs)
 	if freed := withBoth - afterNone; freed < 14*fileSize {
-		t.Errorf("full maintenance without margins freed %d bytes, want at least the deleted snapshot's %d", freed, 14*fileSize)
+		t.Errorf("%d full maintenance runs without margins freed %d bytes, want at least the deleted snapshot's %d", runs, freed, 14*fileSize)
 	}
 
 	list, err := r.List(ctx)
