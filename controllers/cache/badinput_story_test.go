@@ -158,12 +158,7 @@ func TestZeroReplicasIsScaledDownWithoutPolling(t *testing.T) {
 
 	t.Run("scaled from 2 to 0", func(t *testing.T) {
 		rc := sampleCache(newNamespace(t), "shrink", 2)
-		if err := k8s.Create(testCtx, rc); err != nil {
-			t.Fatal(err)
-		}
-		key := client.ObjectKeyFromObject(rc)
-		playDeploymentController(t, key, 2)
-		ready := waitForPhase(t, rc, cachev1beta1.PhaseReady, ReasonAvailable)
+		key, ready := createReady(t, rc, 2)
 
 		patchSpec(t, ready, func(s *cachev1beta1.RedisCacheSpec) { s.Replicas = new(int32(0)) })
 		// The Deployment still reports the two pods: they are stopping.

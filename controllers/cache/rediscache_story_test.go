@@ -78,6 +78,18 @@ func playDeploymentController(t *testing.T, key types.NamespacedName, want int32
 	})
 }
 
+// createReady creates rc, plays the Deployment controller for its replicas and waits until it is
+// Ready; it returns rc's key and the Ready object.
+func createReady(t *testing.T, rc *cachev1beta1.RedisCache, replicas int32) (types.NamespacedName, *cachev1beta1.RedisCache) {
+	t.Helper()
+	if err := k8s.Create(testCtx, rc); err != nil {
+		t.Fatal(err)
+	}
+	key := client.ObjectKeyFromObject(rc)
+	playDeploymentController(t, key, replicas)
+	return key, waitForPhase(t, rc, cachev1beta1.PhaseReady, ReasonAvailable)
+}
+
 func waitForPhase(t *testing.T, rc *cachev1beta1.RedisCache, phase cachev1beta1.Phase, reason string) *cachev1beta1.RedisCache {
 	t.Helper()
 	var got *cachev1beta1.RedisCache
@@ -163,12 +175,7 @@ func TestCreateConvergesToReady(t *testing.T) {
 func TestSpecChangesRollPodsOnlyWhenConfigChanges(t *testing.T) {
 	ns := newNamespace(t)
 	rc := sampleCache(ns, "shop", 3)
-	if err := k8s.Create(testCtx, rc); err != nil {
-		t.Fatal(err)
-	}
-	key := client.ObjectKeyFromObject(rc)
-	playDeploymentController(t, key, 3)
-	before := waitForPhase(t, rc, cachev1beta1.PhaseReady, ReasonAvailable)
+	key, before := createReady(t, rc, 3)
 
 	// Scaling is not a configuration change: the hash stays, the PDB goes away at one replica.
 	patchSpec(t, before, func(s *cachev1beta1.RedisCacheSpec) { s.Replicas = new(int32(1)) })

@@ -6,7 +6,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cachev1beta1 "github.com/okgoes/okgoes-operator/api/cache/v1beta1"
 )
@@ -19,12 +18,7 @@ import (
 func TestStatusPatchFromAStaleCopyIsRefused(t *testing.T) {
 	ns := newNamespace(t)
 	rc := sampleCache(ns, "stale", 1)
-	if err := k8s.Create(testCtx, rc); err != nil {
-		t.Fatal(err)
-	}
-	key := client.ObjectKeyFromObject(rc)
-	playDeploymentController(t, key, 1)
-	stale := waitForPhase(t, rc, cachev1beta1.PhaseReady, ReasonAvailable)
+	_, stale := createReady(t, rc, 1)
 
 	// The stored status moves on (as another reconcile would write it).
 	moved := stale.DeepCopy()
