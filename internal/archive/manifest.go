@@ -35,6 +35,22 @@ type Manifest struct {
 	HardLinks       int64  `json:"hardLinks"`
 	ContentBytes    int64  `json:"contentBytes"`
 	OperatorVersion string `json:"operatorVersion,omitempty"`
+	// Engine is "kopia" for a backup kept as a snapshot in the PVCBackup's kopia repository
+	// (Kopia says which); empty for a tar+zstd archive (Archive says which). Manifests written
+	// before kopia existed have no engine: they stay archives.
+	Engine string         `json:"engine,omitempty"`
+	Kopia  *KopiaSnapshot `json:"kopia,omitempty"`
+}
+
+// KopiaSnapshot names the kopia snapshot that holds a backup.
+type KopiaSnapshot struct {
+	// Repository is the key prefix of the repository in the bucket.
+	Repository string `json:"repository"`
+	SnapshotID string `json:"snapshotID"`
+	// Source is the snapshot's source path (user and host are kopiarepo's ClientUser@ClientHost).
+	Source string `json:"source"`
+	// UploadedBytes is what the backup added to the repository (new chunks, packed, encrypted).
+	UploadedBytes int64 `json:"uploadedBytes"`
 }
 
 // NewManifest describes the archive stored at key, whose Write returned s. The caller fills

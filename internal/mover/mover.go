@@ -36,6 +36,28 @@ const (
 	EnvPartSize        = "S3_PART_SIZE"
 	EnvTerminationLog  = "MOVER_TERMINATION_LOG"
 	EnvIdleTimeout     = "S3_IDLE_TIMEOUT" // a Go duration; DefaultIdleTimeout when empty
+
+	// EnvEngine chooses how a backup is stored: EngineKopia, or EngineArchive (also when empty).
+	// restore and verify read the engine from the backup's manifest instead.
+	EnvEngine = "MOVER_ENGINE"
+	// EnvKopiaPrefix is the key prefix of the PVCBackup's kopia repository in the bucket.
+	EnvKopiaPrefix = "KOPIA_PREFIX"
+	// EnvKopiaPassword is the repository password (a secretKeyRef). It is also the variable the
+	// stock kopia CLI reads, so the same Secret works with `kopia repository connect`.
+	EnvKopiaPassword = "KOPIA_PASSWORD"
+	// EnvKopiaCacheDir is kopia's cache and config directory (a size-limited emptyDir).
+	EnvKopiaCacheDir = "KOPIA_CACHE_DIR"
+	// EnvKopiaCacheLimit bounds kopia's content and metadata caches, in bytes.
+	EnvKopiaCacheLimit = "KOPIA_CACHE_LIMIT_BYTES"
+	// EnvProgressKey is where a running backup writes its Progress (JSON), about every
+	// ProgressEvery; the controller shows it in status.activeRun.progress.
+	EnvProgressKey = "BACKUP_PROGRESS_KEY"
+)
+
+// Engines of a backup (PVCBackup spec.engine, Manifest.Engine).
+const (
+	EngineArchive = "archive"
+	EngineKopia   = "kopia"
 )
 
 // DefaultPartSize is the multipart part size: the mover holds about one part in memory, so this

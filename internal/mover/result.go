@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"time"
 )
 
 // Outcome is how a mover command ended.
@@ -51,7 +52,29 @@ type Result struct {
 	Bytes      int64   `json:"bytes,omitempty"`
 	SHA256     string  `json:"sha256,omitempty"`
 	Files      int64   `json:"files,omitempty"`
+
+	// Kopia engine only: the snapshot of the backup, the repository's size in the bucket after
+	// the run, and its maintenance (what ran after this backup, when each kind last ran, and an
+	// error that did not fail the backup).
+	SnapshotID           string     `json:"snapshotID,omitempty"`
+	RepositoryBytes      int64      `json:"repositoryBytes,omitempty"`
+	Maintenance          string     `json:"maintenance,omitempty"` // "", "quick" or "full"
+	LastQuickMaintenance *time.Time `json:"lastQuickMaintenance,omitempty"`
+	LastFullMaintenance  *time.Time `json:"lastFullMaintenance,omitempty"`
+	MaintenanceError     string     `json:"maintenanceError,omitempty"`
 }
+
+// Progress is what a running backup reports at EnvProgressKey.
+type Progress struct {
+	Time           time.Time `json:"time"`
+	EstimatedBytes int64     `json:"estimatedBytes,omitempty"` // size of the volume, once known
+	HashedBytes    int64     `json:"hashedBytes"`              // read and hashed so far
+	CachedBytes    int64     `json:"cachedBytes,omitempty"`    // unchanged files not read again (kopia)
+	UploadedBytes  int64     `json:"uploadedBytes"`            // written to the bucket so far
+}
+
+// ProgressEvery is how often a running backup writes its Progress.
+const ProgressEvery = 15 * time.Second
 
 // Succeeded reports whether the command succeeded.
 func (r Result) Succeeded() bool { return r.Result == Succeeded }
