@@ -27,11 +27,13 @@ type brokenEntry struct {
 }
 
 // catalog is what a backup prefix holds: the complete backups (newest first), the broken ones,
-// and the archives without a manifest (failed runs, half-done prunes).
+// the archives without a manifest (failed runs, half-done prunes) and the progress reports of
+// runs. The kopia repository under the prefix is not listed: a kopia backup is its manifest.
 type catalog struct {
-	Valid   []backupEntry
-	Broken  []brokenEntry
-	Orphans []string // archive keys
+	Valid    []backupEntry
+	Broken   []brokenEntry
+	Orphans  []string // archive keys
+	Progress []string // progress report keys
 }
 
 // idTimeLayout is the time part of a backup id (runID).
@@ -48,7 +50,7 @@ func parseID(id string) (time.Time, error) {
 // is: a manifest that could not be read is never taken for a broken one.
 func readCatalog(ctx context.Context, store ObjectStore, prefix string) (catalog, error) {
 	var c catalog
-	objects, err := store.List(ctx, prefix)
+	objects, err := store.ListTop(ctx, prefix)
 	if err != nil {
 		return c, fmt.Errorf("list backups: %w", err)
 	}
@@ -63,6 +65,8 @@ func readCatalog(ctx context.Context, store ObjectStore, prefix string) (catalog
 			manifests = append(manifests, id)
 		} else if strings.HasSuffix(rest, archiveSuffix) {
 			archives[o.Key] = o.Size
+		} else if strings.HasSuffix(rest, progressSuffix) {
+			c.Progress = append(c.Progress, o.Key)
 		}
 	}
 	for _, id := range manifests {
@@ -86,7 +90,7 @@ func readCatalog(ctx context.Context, store ObjectStore, prefix string) (catalog
 		case err != nil:
 			return c, fmt.Errorf("read manifest of backup %s: %w", id, err)
 		default:
-			if err := mover.CheckBackup(m, id, akey, size); err != nil {
+			if err := checkBackup(m, id, akey, size); err != nil {
 				c.Broken = append(c.Broken, brokenEntry{id, err.Error()})
 				continue
 			}
@@ -99,6 +103,24 @@ func readCatalog(ctx context.Context, store ObjectStore, prefix string) (catalog
 	sort.Slice(c.Valid, func(i, j int) bool { return c.Valid[i].ID > c.Valid[j].ID })
 	sort.Strings(c.Orphans)
 	return c, nil
+}
+
+// checkBackup is mover.CheckBackup for archives; a kopia backup's manifest must name its
+// snapshot (whether the snapshot is readable only the mover, which holds the password, can tell:
+// restore proves it before touching the target, verify reads it all).
+func checkBackup(m archive.Manifest, id, archiveKey string, archiveSize int64) error {
+	if m.Engine != mover.EngineKopia {
+		return mover.CheckBackup(m, id, archiveKey, archiveSize)
+	}
+	switch {
+	case m.FormatVersion != archive.FormatVersion:
+		return fmt.Errorf("manifest format %d is not %d", m.FormatVersion, archive.FormatVersion)
+	case m.ID != id:
+		return fmt.Errorf("manifest names backup %q, not %q", m.ID, id)
+	case m.Kopia == nil || m.Kopia.SnapshotID == "":
+		return fmt.Errorf("kopia manifest names no snapshot")
+	}
+	return nil
 }
 
 // getManifest fetches and decodes one manifest.

@@ -32,8 +32,14 @@ func (r *PVCBackupReconciler) checkDependencies(ctx context.Context, s *scope, c
 		return errclass.Waiting(ReasonPVCNotFound, fmt.Sprintf("PersistentVolumeClaim %q is being deleted", pb.Spec.PVCName), r.poll())
 	}
 	store, err := r.storeFor(ctx, s)
-	if err != nil || !checkBucket {
+	if err != nil {
 		return err
+	}
+	if !checkBucket {
+		if pb.Spec.Engine == storagev1.EngineKopia {
+			return s.passwordErr
+		}
+		return nil
 	}
 	cctx, cancel := context.WithTimeout(ctx, s3Timeout)
 	defer cancel()
@@ -43,6 +49,12 @@ func (r *PVCBackupReconciler) checkDependencies(ctx context.Context, s *scope, c
 		return classifyS3Error(err, pb.Spec.S3Bucket, r.poll())
 	case !exists:
 		return errclass.Waiting(ReasonBucketNotFound, fmt.Sprintf("bucket %q does not exist at %s", pb.Spec.S3Bucket, pb.Spec.S3.Endpoint), r.poll())
+	}
+	if s.engine, err = r.resolveEngine(ctx, s); err != nil {
+		return err
+	}
+	if s.engine == storagev1.EngineKopia {
+		return s.passwordErr
 	}
 	return nil
 }
@@ -65,9 +77,15 @@ func (r *PVCBackupReconciler) storeFor(ctx context.Context, s *scope) (ObjectSto
 	if s.store != nil {
 		return s.store, nil
 	}
-	store, err := openStore(ctx, r.APIReader, r.Stores, backupSource(s.backup), r.poll())
+	src := backupSource(s.backup)
+	store, secret, err := openStore(ctx, r.APIReader, r.Stores, src, r.poll())
 	if err == nil {
 		s.store = store
+		why := "kopia backups (spec.engine Kopia) are"
+		if s.backup.Spec.Engine == "" {
+			why = "new backups use the kopia engine (spec.engine empty, and the prefix holds no archive backups) and are"
+		}
+		s.passwordErr = checkPassword(secret, src, why, r.poll())
 	}
 	return store, err
 }
@@ -113,10 +131,10 @@ func backupSource(pb *storagev1.PVCBackup) s3Source {
 	return s3Source{namespace: pb.Namespace, bucket: pb.Spec.S3Bucket, location: pb.Spec.S3, fields: s3Fields{location: "spec.s3"}}
 }
 
-// openStore opens the bucket of src with the credentials of its Secret, read uncached. A missing
-// Secret, or a missing or empty key, is a Waiting CredentialsNotFound, polled every poll; the
-// messages name the source's fields.
-func openStore(ctx context.Context, reader client.Reader, stores StoreFactory, src s3Source, poll time.Duration) (ObjectStore, error) {
+// openStore opens the bucket of src with the credentials of its Secret, read uncached, and
+// returns that Secret too (for checkPassword). A missing Secret, or a missing or empty key, is a
+// Waiting CredentialsNotFound, polled every poll; the messages name the source's fields.
+func openStore(ctx context.Context, reader client.Reader, stores StoreFactory, src s3Source, poll time.Duration) (ObjectStore, *corev1.Secret, error) {
 	fields, loc := src.fields, src.location
 	ref := loc.CredentialsSecretRef
 	by := fields.field("credentialsSecretRef")
@@ -124,14 +142,14 @@ func openStore(ctx context.Context, reader client.Reader, stores StoreFactory, s
 	err := reader.Get(ctx, client.ObjectKey{Namespace: src.namespace, Name: ref.Name}, secret)
 	switch {
 	case apierrors.IsNotFound(err):
-		return nil, errclass.Waiting(ReasonCredentialsNotFound, fmt.Sprintf("Secret %q named by %s does not exist", ref.Name, by), poll)
+		return nil, nil, errclass.Waiting(ReasonCredentialsNotFound, fmt.Sprintf("Secret %q named by %s does not exist", ref.Name, by), poll)
 	case err != nil:
-		return nil, fmt.Errorf("get credentials Secret: %w", err)
+		return nil, nil, fmt.Errorf("get credentials Secret: %w", err)
 	}
 	accessKey, secretKey := credentialKeys(loc)
 	for _, k := range []string{accessKey, secretKey} {
 		if err := checkSecretKey(secret, k, poll); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	cfg := objectstore.Config{
@@ -143,20 +161,20 @@ func openStore(ctx context.Context, reader client.Reader, stores StoreFactory, s
 		caSecret := &corev1.Secret{}
 		if err := reader.Get(ctx, client.ObjectKey{Namespace: src.namespace, Name: ca.Name}, caSecret); err != nil {
 			if apierrors.IsNotFound(err) {
-				return nil, errclass.Waiting(ReasonCredentialsNotFound, fmt.Sprintf("CA bundle Secret %q named by %s does not exist", ca.Name, by), poll)
+				return nil, nil, errclass.Waiting(ReasonCredentialsNotFound, fmt.Sprintf("CA bundle Secret %q named by %s does not exist", ca.Name, by), poll)
 			}
-			return nil, fmt.Errorf("get CA bundle Secret: %w", err)
+			return nil, nil, fmt.Errorf("get CA bundle Secret: %w", err)
 		}
 		if err := checkSecretKey(caSecret, caKey(ca), poll); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		cfg.CABundle = caSecret.Data[caKey(ca)]
 	}
 	store, err := stores(cfg)
 	if err != nil {
-		return nil, errclass.Stalled(ReasonInvalidSpec, fmt.Sprintf("S3 configuration: %v", err))
+		return nil, nil, errclass.Stalled(ReasonInvalidSpec, fmt.Sprintf("S3 configuration: %v", err))
 	}
-	return store, nil
+	return store, secret, nil
 }
 
 // checkSecretKey is a Waiting CredentialsNotFound when key of secret is missing or empty, each said

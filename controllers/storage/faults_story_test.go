@@ -112,7 +112,7 @@ func mustMarshal(v any) string {
 
 func mustStore(t *testing.T, w *world, pb *storagev1.PVCBackup) ObjectStore {
 	t.Helper()
-	store, err := openStore(testCtx, k8s, MinioStores, backupSource(pb), time.Second)
+	store, _, err := openStore(testCtx, k8s, MinioStores, backupSource(pb), time.Second)
 	w.must(err)
 	return store
 }

@@ -54,7 +54,8 @@ func newWorld(t *testing.T) *world {
 	w.must(k8s.Create(testCtx, ns))
 	w.ns = ns.Name
 	w.must(k8s.Create(testCtx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: "s3-creds"},
-		StringData: map[string]string{"AWS_ACCESS_KEY_ID": w.minio.AccessKey, "AWS_SECRET_ACCESS_KEY": w.minio.SecretKey}}))
+		StringData: map[string]string{"AWS_ACCESS_KEY_ID": w.minio.AccessKey, "AWS_SECRET_ACCESS_KEY": w.minio.SecretKey,
+			storagev1.DefaultRepositoryPasswordKey: "correct horse battery staple"}}))
 	w.must(k8s.Create(testCtx, &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: "data"},
 		Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
 			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}}}))
@@ -73,7 +74,8 @@ func (w *world) backup(name, schedule string) *storagev1.PVCBackup {
 	return &storagev1.PVCBackup{
 		ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: name},
 		Spec: storagev1.PVCBackupSpec{
-			PVCName: "data", Schedule: schedule, S3Bucket: bucket,
+			// The stories of the archive engine name it; the kopia stories clear it (the default).
+			PVCName: "data", Schedule: schedule, S3Bucket: bucket, Engine: storagev1.EngineArchive,
 			S3: storagev1.S3Location{Endpoint: w.minio.Endpoint, Insecure: true,
 				CredentialsSecretRef: storagev1.CredentialsSecretRef{Name: "s3-creds"}},
 		},

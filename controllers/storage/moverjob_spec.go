@@ -48,6 +48,8 @@ type moverJob struct {
 	options  *storagev1.MoverOptions
 	// fsGroup makes a fresh volume writable by the non-root mover (restore).
 	fsGroup bool
+	// kopiaCache mounts kopia's cache directory (a size-limited emptyDir).
+	kopiaCache bool
 	// deadline is the Job's activeDeadlineSeconds: what is left of the run's deadline (required:
 	// a Job with 0 fails at once with DeadlineExceeded).
 	deadline int64
@@ -79,6 +81,11 @@ func desiredMoverJob(src s3Source, image string, j moverJob) *batchv1.Job {
 		volumes = []corev1.Volume{{Name: "volume", VolumeSource: corev1.VolumeSource{
 			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: j.claim, ReadOnly: j.readOnly}}}}
 		mounts = []corev1.VolumeMount{{Name: "volume", MountPath: volumeMount, ReadOnly: j.readOnly}}
+	}
+	if j.kopiaCache {
+		volumes = append(volumes, corev1.Volume{Name: "kopia-cache", VolumeSource: corev1.VolumeSource{
+			EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: &kopiaCacheVolume}}})
+		mounts = append(mounts, corev1.VolumeMount{Name: "kopia-cache", MountPath: kopiaCache})
 	}
 	if ca := loc.CABundleSecretRef; ca != nil {
 		volumes = append(volumes, corev1.Volume{Name: "s3-ca", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{

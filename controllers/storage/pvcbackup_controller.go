@@ -50,7 +50,7 @@ const (
 type ObjectStore interface {
 	BucketExists(ctx context.Context) (bool, error)
 	Get(ctx context.Context, key string) (io.ReadCloser, error)
-	List(ctx context.Context, prefix string) ([]objectstore.ObjectInfo, error)
+	ListTop(ctx context.Context, prefix string) ([]objectstore.ObjectInfo, error)
 	Delete(ctx context.Context, key string) error
 	DeletePrefix(ctx context.Context, prefix string) (int, error)
 	IncompleteUploads(ctx context.Context, prefix string) ([]string, error)
@@ -104,8 +104,12 @@ type PVCBackupReconciler struct {
 type scope struct {
 	backup *storagev1.PVCBackup
 	now    time.Time
-	// store is opened lazily by storeFor and reused within the reconcile.
-	store ObjectStore
+	// store is opened lazily by storeFor and reused within the reconcile; passwordErr is what
+	// the credentials Secret said about the kopia password (nil: it has one).
+	store       ObjectStore
+	passwordErr error
+	// engine is the engine of the next run, when this reconcile resolved it.
+	engine storagev1.BackupEngine
 	// stage of the active run (SnapshotPending, Uploading) and a message about it.
 	stage, stageMessage string
 	// runFailure ends the active run as failed with this message (e.g. the snapshot failed).
@@ -249,6 +253,7 @@ func (r *PVCBackupReconciler) reconcileActiveRun(ctx context.Context, s *scope) 
 	case !out.finished:
 		s.stage, s.stageMessage = out.stage(ReasonUploading, "backup "+run.ID)
 		s.requeue = min(s.requeue, out.requeue(s.now, runPollInterval))
+		r.readProgress(ctx, s)
 		return nil
 	case out.failed:
 		return r.finishRun(ctx, s, storagev1.RunStatus{Result: storagev1.RunFailed, Reason: out.reason, Message: out.message})
@@ -263,7 +268,11 @@ func (r *PVCBackupReconciler) reconcileActiveRun(ctx context.Context, s *scope) 
 	}
 	rec := storagev1.RunStatus{
 		Result: storagev1.RunSucceeded, ObjectKey: m.Archive.Key, Bytes: m.Archive.Bytes, SHA256: m.Archive.SHA256,
-		Files: m.Files, ContentBytes: m.ContentBytes,
+		Files: m.Files, ContentBytes: m.ContentBytes, Engine: engineOf(m),
+	}
+	if rec.Engine == storagev1.EngineKopia {
+		rec.ObjectKey, rec.SnapshotID, rec.Bytes = manifestKey(pb, run.ID), m.Kopia.SnapshotID, m.Kopia.UploadedBytes
+		pb.Status.Repository = repositoryStatus(out.result, s.now)
 	}
 	if pb.Spec.Verify {
 		verified, msg, done, err := r.reconcileVerify(ctx, s)
@@ -430,6 +439,7 @@ func (r *PVCBackupReconciler) reconcileNextRun(ctx context.Context, s *scope) er
 		pb.Status.LastManualTrigger = pb.Spec.Trigger.Manual
 	}
 	run.ID = runID(run.ScheduledTime.Time, run.Manual)
+	run.Engine = s.engine // resolved by checkDependencies, as a run is due
 	pb.Status.ActiveRun = run
 	// Create the snapshot or Job right away; the next reconcile follows it.
 	return r.reconcileActiveRun(ctx, s)
@@ -483,7 +493,7 @@ func s3Trouble(pb *storagev1.PVCBackup) bool {
 		return false
 	}
 	switch c.Reason {
-	case ReasonBucketNotFound, ReasonCredentialsRejected, ReasonEndpointUnreachable:
+	case ReasonBucketNotFound, ReasonCredentialsRejected, ReasonEndpointUnreachable, ReasonRepositoryPasswordMissing:
 		return true
 	}
 	return false

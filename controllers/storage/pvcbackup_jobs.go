@@ -14,18 +14,23 @@ import (
 func desiredBackupJob(pb *storagev1.PVCBackup, run *storagev1.ActiveRun, claim, image string, deadline int64) *batchv1.Job {
 	labels := runLabels(pb, run)
 	labels["app.kubernetes.io/component"] = "backup-mover"
+	env := []corev1.EnvVar{
+		{Name: mover.EnvSourceDir, Value: volumeMount},
+		{Name: mover.EnvBackupID, Value: run.ID},
+		{Name: mover.EnvArchiveKey, Value: archiveKey(pb, run.ID)},
+		{Name: mover.EnvManifestKey, Value: manifestKey(pb, run.ID)},
+		{Name: mover.EnvSourceNamespace, Value: pb.Namespace},
+		{Name: mover.EnvSourcePVC, Value: pb.Spec.PVCName},
+		{Name: mover.EnvScheduledTime, Value: run.ScheduledTime.UTC().Format(time.RFC3339)},
+		{Name: mover.EnvProgressKey, Value: progressKey(backupPrefix(pb), run.ID)},
+	}
+	kopia := run.Engine == storagev1.EngineKopia
+	if kopia {
+		env = append(env, kopiaEnv(backupSource(pb), backupPrefix(pb))...)
+	}
 	return desiredMoverJob(backupSource(pb), image, moverJob{
 		name: runObjectName(pb, run), labels: labels, command: "backup", claim: claim, readOnly: true, options: pb.Spec.Mover,
-		deadline: deadline,
-		env: []corev1.EnvVar{
-			{Name: mover.EnvSourceDir, Value: volumeMount},
-			{Name: mover.EnvBackupID, Value: run.ID},
-			{Name: mover.EnvArchiveKey, Value: archiveKey(pb, run.ID)},
-			{Name: mover.EnvManifestKey, Value: manifestKey(pb, run.ID)},
-			{Name: mover.EnvSourceNamespace, Value: pb.Namespace},
-			{Name: mover.EnvSourcePVC, Value: pb.Spec.PVCName},
-			{Name: mover.EnvScheduledTime, Value: run.ScheduledTime.UTC().Format(time.RFC3339)},
-		},
+		deadline: deadline, env: env, kopiaCache: kopia,
 	})
 }
 
@@ -34,11 +39,16 @@ func desiredBackupJob(pb *storagev1.PVCBackup, run *storagev1.ActiveRun, claim, 
 func desiredVerifyJob(pb *storagev1.PVCBackup, run *storagev1.ActiveRun, image string, deadline int64) *batchv1.Job {
 	labels := runLabels(pb, run)
 	labels["app.kubernetes.io/component"] = "backup-verifier"
+	env := []corev1.EnvVar{
+		{Name: mover.EnvArchiveKey, Value: archiveKey(pb, run.ID)},
+		{Name: mover.EnvManifestKey, Value: manifestKey(pb, run.ID)},
+	}
+	kopia := run.Engine == storagev1.EngineKopia
+	if kopia {
+		env = append(env[1:], kopiaEnv(backupSource(pb), backupPrefix(pb))...)
+	}
 	return desiredMoverJob(backupSource(pb), image, moverJob{
 		name: verifyJobName(pb, run), labels: labels, command: "verify", options: pb.Spec.Mover, deadline: deadline,
-		env: []corev1.EnvVar{
-			{Name: mover.EnvArchiveKey, Value: archiveKey(pb, run.ID)},
-			{Name: mover.EnvManifestKey, Value: manifestKey(pb, run.ID)},
-		},
+		env: env, kopiaCache: kopia,
 	})
 }

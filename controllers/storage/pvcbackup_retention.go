@@ -13,6 +13,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	storagev1 "github.com/okgoes/okgoes-operator/api/storage/v1"
+	"github.com/okgoes/okgoes-operator/internal/archive"
+	"github.com/okgoes/okgoes-operator/internal/mover"
 	"github.com/okgoes/okgoes-operator/internal/objectstore"
 	"github.com/okgoes/okgoes-operator/internal/retention"
 	"github.com/okgoes/okgoes-operator/internal/schedule"
@@ -70,12 +72,22 @@ func (r *PVCBackupReconciler) tidy(ctx context.Context, s *scope, prune bool) er
 			Weekly: int(rp.KeepWeekly), Monthly: int(rp.KeepMonthly)}, loc)
 	}
 	// Status first: what is kept does not depend on whether the deletions below succeed.
+	manifests := map[string]archive.Manifest{}
+	for _, b := range cat.Valid {
+		manifests[b.ID] = b.Manifest
+	}
 	pb.Status.Backups = nil
 	for _, b := range keep[:min(len(keep), maxListedBackups)] {
-		pb.Status.Backups = append(pb.Status.Backups, storagev1.BackupRef{ID: b.ID, Time: metav1.NewTime(b.Time), ObjectKey: archiveKey(pb, b.ID)})
+		ref := storagev1.BackupRef{ID: b.ID, Time: metav1.NewTime(b.Time), ObjectKey: archiveKey(pb, b.ID), Engine: storagev1.EngineArchive}
+		if m := manifests[b.ID]; m.Engine == mover.EngineKopia {
+			ref.ObjectKey, ref.Engine, ref.SnapshotID = manifestKey(pb, b.ID), storagev1.EngineKopia, m.Kopia.SnapshotID
+		}
+		pb.Status.Backups = append(pb.Status.Backups, ref)
 	}
 	r.reportBroken(pb, cat.Broken)
 
+	// A kopia backup goes with its manifest: the next kopia run deletes the snapshot of a
+	// manifest that is gone, and maintenance then reclaims its data (days later, see docs).
 	for _, b := range drop {
 		for _, key := range []string{manifestKey(pb, b.ID), archiveKey(pb, b.ID)} {
 			if err := store.Delete(cctx, key); err != nil {
@@ -99,6 +111,14 @@ func (r *PVCBackupReconciler) tidy(ctx context.Context, s *scope, prune bool) er
 		}
 		if r.Recorder != nil {
 			r.Recorder.Eventf(pb, corev1.EventTypeNormal, "OrphanDeleted", "deleted %s: an archive without a manifest (a failed run or an unfinished prune)", key)
+		}
+	}
+	for _, key := range cat.Progress {
+		if run := pb.Status.ActiveRun; run != nil && key == progressKey(prefix, run.ID) {
+			continue
+		}
+		if err := store.Delete(cctx, key); err != nil {
+			return fmt.Errorf("delete progress report %s: %w", key, err)
 		}
 	}
 	uploads, err := store.IncompleteUploads(cctx, prefix)

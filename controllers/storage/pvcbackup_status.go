@@ -23,6 +23,8 @@ const (
 	ReasonCredentialsRejected  = "CredentialsRejected"  // False, polled: S3 refused them
 	ReasonBucketNotFound       = "BucketNotFound"       // False, polled
 	ReasonEndpointUnreachable  = "EndpointUnreachable"  // False, polled
+	// RepositoryPasswordMissing: False, polled: engine Kopia and no password in the Secret.
+	ReasonRepositoryPasswordMissing = "RepositoryPasswordMissing"
 	ReasonBackupFailed         = "BackupFailed"         // False: the last run failed; the next tick tries again
 	// Running reasons.
 	ReasonWaitingForSchedule = "WaitingForSchedule" // False: no run yet, waiting for the first tick
@@ -74,6 +76,9 @@ func computeStatus(pb *storagev1.PVCBackup, s *scope, err error) {
 		set(storagev1.ConditionReady, metav1.ConditionTrue, ReasonScheduled, msg)
 	}
 	st.ObservedGeneration = pb.Generation
+	if s.engine != "" {
+		st.Engine = s.engine
+	}
 
 	switch {
 	case st.ActiveRun != nil:
@@ -90,6 +95,9 @@ func computeStatus(pb *storagev1.PVCBackup, s *scope, err error) {
 		set(storagev1.ConditionRunning, metav1.ConditionFalse, ReasonSuspended, "spec.suspend is true")
 	case st.LastRun == nil:
 		set(storagev1.ConditionRunning, metav1.ConditionFalse, ReasonWaitingForSchedule, "no backup has run yet")
+	case st.LastRun.Result == storagev1.RunSucceeded && st.LastRun.Engine == storagev1.EngineKopia:
+		set(storagev1.ConditionRunning, metav1.ConditionFalse, ReasonSucceeded,
+			fmt.Sprintf("backup %s: kopia snapshot %s, %d bytes uploaded", st.LastRun.ID, st.LastRun.SnapshotID, st.LastRun.Bytes))
 	case st.LastRun.Result == storagev1.RunSucceeded:
 		set(storagev1.ConditionRunning, metav1.ConditionFalse, ReasonSucceeded,
 			fmt.Sprintf("backup %s: %d bytes, sha256 %s", st.LastRun.ID, st.LastRun.Bytes, st.LastRun.SHA256))

@@ -156,12 +156,20 @@ func (r *PVCRestoreReconciler) resolveSource(ctx context.Context, s *restoreScop
 		s.source.fields = restoreS3Fields(pr)
 		s.prefix = backupPrefix(pb)
 	}
-	store, err := openStore(ctx, r.APIReader, r.Stores, s.source, r.poll())
+	store, secret, err := openStore(ctx, r.APIReader, r.Stores, s.source, r.poll())
 	if err != nil {
 		return err
 	}
 	s.store = store
+	// A kopia backup needs the repository password, checked on every reconcile until the
+	// restore ends (the Secret may be fixed meanwhile).
+	password := func() error {
+		return checkPassword(secret, s.source, fmt.Sprintf("backup %s is a kopia backup,", pr.Status.BackupID), r.poll())
+	}
 	if pr.Status.BackupID != "" {
+		if pr.Status.Engine == storagev1.EngineKopia {
+			return password()
+		}
 		return nil
 	}
 	cctx, cancel := context.WithTimeout(ctx, s3Timeout)
@@ -211,7 +219,13 @@ func (r *PVCRestoreReconciler) resolveSource(ctx context.Context, s *restoreScop
 	}
 	s.manifest = &found.Manifest
 	pr.Status.BackupID = found.ID
+	pr.Status.Engine = engineOf(found.Manifest)
 	pr.Status.ObjectKey = s.prefix + found.ID + archiveSuffix
+	if pr.Status.Engine == storagev1.EngineKopia {
+		pr.Status.ObjectKey = s.prefix + found.ID + manifestSuffix
+		pr.Status.SnapshotID = found.Manifest.Kopia.SnapshotID
+		return password()
+	}
 	return nil
 }
 
@@ -289,7 +303,7 @@ func (r *PVCRestoreReconciler) runJob(ctx context.Context, s *restoreScope) erro
 			return err // the restore may have finished and its Job been deleted: never run it twice
 		}
 		deadline := pr.Status.StartTime.Add(time.Duration(pr.Spec.Mover.Deadline()) * time.Second)
-		job = desiredRestoreJob(s.source, pr, r.MoverImage, remainingSeconds(deadline, s.now))
+		job = desiredRestoreJob(s.source, s.prefix, pr, r.MoverImage, remainingSeconds(deadline, s.now))
 		if err := controllerutil.SetControllerReference(pr, job, r.Scheme()); err != nil {
 			return err
 		}
@@ -318,8 +332,12 @@ func (r *PVCRestoreReconciler) runJob(ctx context.Context, s *restoreScope) erro
 	default:
 		res := out.result
 		pr.Status.Bytes, pr.Status.Files, pr.Status.VerifiedSHA256 = res.Bytes, res.Files, res.SHA256
-		s.result = &restoreResult{storagev1.RestoreSucceeded, ReasonRestored,
-			fmt.Sprintf("restored backup %s into %s; sha256 %s verified against the manifest", pr.Status.BackupID, pr.Status.TargetPVC, res.SHA256)}
+		msg := fmt.Sprintf("restored backup %s into %s; sha256 %s verified against the manifest", pr.Status.BackupID, pr.Status.TargetPVC, res.SHA256)
+		if pr.Status.Engine == storagev1.EngineKopia {
+			msg = fmt.Sprintf("restored backup %s (kopia snapshot %s) into %s; %d files, %d bytes checked against the manifest",
+				pr.Status.BackupID, pr.Status.SnapshotID, pr.Status.TargetPVC, res.Files, res.Bytes)
+		}
+		s.result = &restoreResult{storagev1.RestoreSucceeded, ReasonRestored, msg}
 	}
 	// The Job stays until the outcome is saved: deleteFinishedJob removes it in a later reconcile.
 	return nil

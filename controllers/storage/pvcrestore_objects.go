@@ -45,21 +45,30 @@ func desiredRestorePVC(pr *storagev1.PVCRestore) *corev1.PersistentVolumeClaim {
 }
 
 // desiredRestoreJob runs `mover restore` of the resolved backup into the target PVC.
-func desiredRestoreJob(src s3Source, pr *storagev1.PVCRestore, image string, deadline int64) *batchv1.Job {
+func desiredRestoreJob(src s3Source, prefix string, pr *storagev1.PVCRestore, image string, deadline int64) *batchv1.Job {
 	overwrite := string(pr.Spec.Target.Overwrite)
 	if overwrite == "" {
 		overwrite = string(storagev1.OverwriteRefuse)
 	}
 	labels := map[string]string{labelRestore: pr.Name, "app.kubernetes.io/managed-by": "okgoes-operator",
 		"app.kubernetes.io/component": "restore-mover"}
+	env := []corev1.EnvVar{
+		{Name: mover.EnvTargetDir, Value: volumeMount},
+		{Name: mover.EnvArchiveKey, Value: pr.Status.ObjectKey},
+		{Name: mover.EnvManifestKey, Value: manifestKeyOf(pr.Status.ObjectKey)},
+		{Name: mover.EnvOverwrite, Value: overwrite},
+	}
+	kopia := pr.Status.Engine == storagev1.EngineKopia
+	if kopia { // ObjectKey is the manifest; the mover reads the snapshot from it
+		env = []corev1.EnvVar{
+			{Name: mover.EnvTargetDir, Value: volumeMount},
+			{Name: mover.EnvManifestKey, Value: pr.Status.ObjectKey},
+			{Name: mover.EnvOverwrite, Value: overwrite},
+		}
+		env = append(env, kopiaEnv(src, prefix)...)
+	}
 	return desiredMoverJob(src, image, moverJob{
 		name: restoreJobName(pr), labels: labels, command: "restore", claim: pr.Status.TargetPVC, options: pr.Spec.Mover,
-		fsGroup: true, deadline: deadline,
-		env: []corev1.EnvVar{
-			{Name: mover.EnvTargetDir, Value: volumeMount},
-			{Name: mover.EnvArchiveKey, Value: pr.Status.ObjectKey},
-			{Name: mover.EnvManifestKey, Value: manifestKeyOf(pr.Status.ObjectKey)},
-			{Name: mover.EnvOverwrite, Value: overwrite},
-		},
+		fsGroup: true, deadline: deadline, env: env, kopiaCache: kopia,
 	})
 }

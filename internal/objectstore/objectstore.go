@@ -12,6 +12,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"syscall"
 
 	"github.com/minio/minio-go/v7"
@@ -194,6 +195,22 @@ func (s *Store) DeletePrefix(ctx context.Context, prefix string) (int, error) {
 		n++
 	}
 	return n, nil
+}
+
+// ListTop returns the objects directly under prefix (not those under a deeper "/"), in key
+// order: a backup prefix's manifests and archives without the kopia repository's blobs.
+func (s *Store) ListTop(ctx context.Context, prefix string) ([]ObjectInfo, error) {
+	var out []ObjectInfo
+	for o := range s.client.ListObjects(ctx, s.bucket, minio.ListObjectsOptions{Prefix: prefix}) {
+		if o.Err != nil {
+			return nil, o.Err
+		}
+		if strings.HasSuffix(o.Key, "/") {
+			continue // a common prefix, not an object
+		}
+		out = append(out, ObjectInfo{Key: o.Key, Size: o.Size})
+	}
+	return out, nil
 }
 
 // List returns the objects under prefix, in key order.

@@ -79,6 +79,9 @@ func TestObjectLifecycle(t *testing.T) {
 	if err != nil || len(list) != 3 || list[0].Key != "p/1.json" || list[0].Size != int64(len(`{"k":"p/1.json"}`)) {
 		t.Fatalf("List = %+v, %v", list, err)
 	}
+	if top, err := s.ListTop(ctx, "p/"); err != nil || len(top) != 2 || top[1].Key != "p/2.json" {
+		t.Fatalf("ListTop = %+v, %v; want p/1.json and p/2.json, not p/sub/3.json", top, err)
+	}
 	if _, err := s.Get(ctx, "p/missing"); !IsNotFound(err) {
 		t.Errorf("Get of a missing key: %v, want IsNotFound", err)
 	}

@@ -73,6 +73,16 @@ type PVCBackupSpec struct {
 	// +kubebuilder:validation:XValidation:rule="!self.startsWith('xn--')",message="a bucket name must not start with xn--"
 	// +kubebuilder:validation:XValidation:rule="!self.endsWith('-s3alias') && !self.endsWith('--ol-s3')",message="a bucket name must not end with -s3alias or --ol-s3 (reserved for access point aliases)"
 	S3Bucket string `json:"s3Bucket"`
+	// Engine chooses how backups are stored. Kopia: a kopia repository under the PVCBackup's
+	// prefix (content-defined chunks, deduplicated across backups, encrypted with the password
+	// in the credentials Secret, see s3.credentialsSecretRef.repositoryPasswordKey): a second
+	// backup uploads only what changed. Archive: one tar+zstd archive per backup, unencrypted,
+	// restorable with `zstd -d | tar x`. Empty: Kopia, unless the prefix already holds archive
+	// backups (made before the operator had kopia), which then go on as Archive; status.engine
+	// says which. Backups of either engine stay restorable whatever this field says later.
+	// +kubebuilder:validation:Enum=Kopia;Archive
+	// +optional
+	Engine BackupEngine `json:"engine,omitempty"`
 
 	// S3 is where and how to reach the bucket.
 	S3 S3Location `json:"s3"`
@@ -145,8 +155,14 @@ type BackupRef struct {
 	ID string `json:"id"`
 	// Time the backup stands for.
 	Time metav1.Time `json:"time"`
-	// ObjectKey of the archive.
+	// ObjectKey of the archive, or of the manifest of a kopia backup.
 	ObjectKey string `json:"objectKey"`
+	// Engine of the backup: Archive or Kopia.
+	// +optional
+	Engine BackupEngine `json:"engine,omitempty"`
+	// SnapshotID of a kopia backup in the repository (`kopia snapshot restore <id>`).
+	// +optional
+	SnapshotID string `json:"snapshotID,omitempty"`
 }
 
 // Trigger requests backups outside the schedule.
@@ -193,6 +209,18 @@ type S3Location struct {
 	CABundleSecretRef *SecretKeySelector `json:"caBundleSecretRef,omitempty"`
 }
 
+// BackupEngine is how backups are stored (spec.engine).
+type BackupEngine string
+
+const (
+	EngineKopia   BackupEngine = "Kopia"
+	EngineArchive BackupEngine = "Archive"
+)
+
+// DefaultRepositoryPasswordKey is the key of the kopia repository password in the credentials
+// Secret: the variable the kopia CLI reads, so the Secret also serves `kopia repository connect`.
+const DefaultRepositoryPasswordKey = "KOPIA_PASSWORD"
+
 // CredentialsSecretRef names a Secret and the keys of the S3 credentials in it.
 type CredentialsSecretRef struct {
 	// Name of the Secret in this namespace.
@@ -209,6 +237,13 @@ type CredentialsSecretRef struct {
 	// +kubebuilder:validation:MaxLength=253
 	// +optional
 	SecretAccessKeyKey string `json:"secretAccessKeyKey,omitempty"`
+	// RepositoryPasswordKey is the key of the password that encrypts the kopia repository
+	// (engine Kopia). Keep a copy of it outside the cluster: without it no backup can be
+	// restored. Changing the Secret's value does not change the repository's password.
+	// +kubebuilder:default=KOPIA_PASSWORD
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	RepositoryPasswordKey string `json:"repositoryPasswordKey,omitempty"`
 }
 
 // SecretKeySelector is a key of a Secret in the same namespace.
@@ -282,6 +317,40 @@ const (
 	RunFailed    RunResult = "Failed"
 )
 
+// RepositoryStatus describes a kopia repository after a run.
+type RepositoryStatus struct {
+	// Bytes the repository occupies in the bucket.
+	Bytes int64 `json:"bytes"`
+	// LastQuickMaintenance and LastFullMaintenance are the last successful maintenance runs.
+	// Maintenance runs in the backup Job after the backup (quick hourly, full daily, when due):
+	// the data of deleted snapshots leaves the bucket only through full maintenance, days later.
+	// +optional
+	LastQuickMaintenance *metav1.Time `json:"lastQuickMaintenance,omitempty"`
+	// +optional
+	LastFullMaintenance *metav1.Time `json:"lastFullMaintenance,omitempty"`
+	// MaintenanceMessage is why the last maintenance failed (the backup itself succeeded).
+	// +optional
+	MaintenanceMessage string `json:"maintenanceMessage,omitempty"`
+	// UpdateTime is when the run that reported this ended.
+	UpdateTime metav1.Time `json:"updateTime"`
+}
+
+// RunProgress is what the mover of a running backup last reported.
+type RunProgress struct {
+	// Time of the report (the mover reports about every 15 s).
+	Time metav1.Time `json:"time"`
+	// EstimatedBytes is the size of the volume, once the mover knows it.
+	// +optional
+	EstimatedBytes int64 `json:"estimatedBytes,omitempty"`
+	// HashedBytes were read and hashed; CachedBytes belong to files unchanged since the previous
+	// backup, not read again (kopia).
+	HashedBytes int64 `json:"hashedBytes"`
+	// +optional
+	CachedBytes int64 `json:"cachedBytes,omitempty"`
+	// UploadedBytes were written to the bucket.
+	UploadedBytes int64 `json:"uploadedBytes"`
+}
+
 // ActiveRun is the backup currently running.
 type ActiveRun struct {
 	// ID of the run, also the name of its Job and temporary objects.
@@ -293,6 +362,12 @@ type ActiveRun struct {
 	// Manual is true for a run started by trigger.manual.
 	// +optional
 	Manual bool `json:"manual,omitempty"`
+	// Engine of the run, decided when it started (empty: Archive, a run of an older operator).
+	// +optional
+	Engine BackupEngine `json:"engine,omitempty"`
+	// Progress of the upload, as the mover last reported it.
+	// +optional
+	Progress *RunProgress `json:"progress,omitempty"`
 }
 
 // RunStatus is the record of one finished backup run.
@@ -315,9 +390,15 @@ type RunStatus struct {
 	// Message explains a failure.
 	// +optional
 	Message string `json:"message,omitempty"`
-	// ObjectKey of the archive in the bucket.
+	// ObjectKey of the archive in the bucket, or of the manifest of a kopia backup.
 	// +optional
 	ObjectKey string `json:"objectKey,omitempty"`
+	// Engine that stored the backup.
+	// +optional
+	Engine BackupEngine `json:"engine,omitempty"`
+	// SnapshotID of a kopia backup.
+	// +optional
+	SnapshotID string `json:"snapshotID,omitempty"`
 	// Bytes of the compressed archive.
 	// +optional
 	Bytes int64 `json:"bytes,omitempty"`
@@ -383,6 +464,12 @@ type PVCBackupStatus struct {
 	// +optional
 	// +kubebuilder:validation:MaxItems=20
 	BrokenBackups []BrokenBackup `json:"brokenBackups,omitempty"`
+	// Engine the next backup will use: spec.engine, or what the prefix holds when it is empty.
+	// +optional
+	Engine BackupEngine `json:"engine,omitempty"`
+	// Repository is the state of the kopia repository, as the last kopia run found it.
+	// +optional
+	Repository *RepositoryStatus `json:"repository,omitempty"`
 	// MissedSchedules counts scheduled times that never ran (operator down past the deadline, or
 	// more than one tick missed: only the latest is caught up).
 	// +optional

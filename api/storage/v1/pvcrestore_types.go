@@ -155,6 +155,12 @@ type PVCRestoreStatus struct {
 	// ObjectKey of the archive restored.
 	// +optional
 	ObjectKey string `json:"objectKey,omitempty"`
+	// Engine of the backup restored: Archive (ObjectKey is its archive) or Kopia (ObjectKey is
+	// its manifest, SnapshotID its snapshot).
+	// +optional
+	Engine BackupEngine `json:"engine,omitempty"`
+	// +optional
+	SnapshotID string `json:"snapshotID,omitempty"`
 	// TargetPVC is the PVC written.
 	// +optional
 	TargetPVC string `json:"targetPVC,omitempty"`

@@ -1,0 +1,188 @@
+package storage
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	storagev1 "github.com/okgoes/okgoes-operator/api/storage/v1"
+	"github.com/okgoes/okgoes-operator/internal/mover"
+)
+
+// kopiaBackup is w.backup with the default engine.
+func (w *world) kopiaBackup(name, schedule string) *storagev1.PVCBackup {
+	pb := w.backup(name, schedule)
+	pb.Spec.Engine = ""
+	return pb
+}
+
+// envOf is the container environment of a mover Job by name (values, or "secret:<name>/<key>").
+func envOf(job *batchv1.Job) map[string]string {
+	env := map[string]string{}
+	for _, e := range job.Spec.Template.Spec.Containers[0].Env {
+		switch {
+		case e.ValueFrom == nil:
+			env[e.Name] = e.Value
+		case e.ValueFrom.SecretKeyRef != nil:
+			env[e.Name] = "secret:" + e.ValueFrom.SecretKeyRef.Name + "/" + e.ValueFrom.SecretKeyRef.Key
+		}
+	}
+	return env
+}
+
+// readyOf is the Ready condition of pb.
+func readyOf(pb *storagev1.PVCBackup) (status, reason, message string) {
+	c := meta.FindStatusCondition(pb.Status.Conditions, storagev1.ConditionReady)
+	if c == nil {
+		return "", "", ""
+	}
+	return string(c.Status), c.Reason, c.Message
+}
+
+// A PVCBackup that does not name an engine backs up with kopia: the Job gets the engine, the
+// repository under the PVCBackup's prefix, the password by secretKeyRef only (its value appears
+// in no object), and kopia's cache in a size-limited emptyDir.
+func TestANewPVCBackupUsesKopia(t *testing.T) {
+	w := newWorld(t)
+	pb := w.kopiaBackup("app", "0 * * * *")
+	w.create(pb)
+	w.clock.Set(pb.CreationTimestamp.Add(time.Hour))
+	w.reconcile(pb)
+	if pb.Status.Engine != storagev1.EngineKopia || pb.Status.ActiveRun == nil || pb.Status.ActiveRun.Engine != storagev1.EngineKopia {
+		t.Fatalf("engine: status %q, active run %+v; want Kopia", pb.Status.Engine, pb.Status.ActiveRun)
+	}
+	job := w.job(pb)
+	env := envOf(job)
+	want := map[string]string{
+		mover.EnvEngine:        mover.EngineKopia,
+		mover.EnvKopiaPrefix:   backupPrefix(pb) + "kopia",
+		mover.EnvKopiaPassword: "secret:s3-creds/KOPIA_PASSWORD",
+		mover.EnvKopiaCacheDir: kopiaCache,
+		mover.EnvProgressKey:   backupPrefix(pb) + pb.Status.ActiveRun.ID + ".progress.json",
+	}
+	for k, v := range want {
+		if env[k] != v {
+			t.Errorf("env %s = %q, want %q", k, env[k], v)
+		}
+	}
+	var cache *corev1.Volume
+	for i, v := range job.Spec.Template.Spec.Volumes {
+		if v.Name == "kopia-cache" {
+			cache = &job.Spec.Template.Spec.Volumes[i]
+		}
+	}
+	if cache == nil || cache.EmptyDir == nil || cache.EmptyDir.SizeLimit == nil || cache.EmptyDir.SizeLimit.Cmp(kopiaCacheVolume) != 0 {
+		t.Errorf("kopia cache volume = %+v, want an emptyDir limited to %s", cache, kopiaCacheVolume.String())
+	}
+	data, _ := json.Marshal(job)
+	if strings.Contains(string(data), "correct horse battery staple") {
+		t.Error("the repository password is in the Job")
+	}
+	st, _ := json.Marshal(pb.Status)
+	if strings.Contains(string(st), "correct horse battery staple") {
+		t.Error("the repository password is in the status")
+	}
+}
+
+// Kopia without a password in the Secret is a precise condition, polled, and no Job: never a
+// generated password. Once the key is added, the due run starts. An explicit spec.engine Kopia is
+// reported right after creation, before any run is due; Archive needs no password.
+func TestKopiaWithoutAPasswordIsAPreciseCondition(t *testing.T) {
+	w := newWorld(t)
+	w.secret("no-password", map[string]string{"AWS_ACCESS_KEY_ID": w.minio.AccessKey, "AWS_SECRET_ACCESS_KEY": w.minio.SecretKey})
+	pb := w.kopiaBackup("app", "0 * * * *")
+	pb.Spec.S3.CredentialsSecretRef.Name = "no-password"
+	w.create(pb)
+	w.clock.Set(pb.CreationTimestamp.Add(time.Hour))
+	res := w.reconcile(pb)
+	status, reason, msg := readyOf(pb)
+	if status != "False" || reason != ReasonRepositoryPasswordMissing ||
+		!strings.Contains(msg, `Secret "no-password" named by spec.s3.credentialsSecretRef has no key "KOPIA_PASSWORD"`) ||
+		!strings.Contains(msg, "spec.engine empty") {
+		t.Fatalf("Ready = %s %s %q", status, reason, msg)
+	}
+	if res.RequeueAfter != time.Second || len(w.jobs()) != 0 || pb.Status.ActiveRun != nil {
+		t.Fatalf("requeue %v, %d jobs, active run %+v; want a 1 s poll and nothing started", res.RequeueAfter, len(w.jobs()), pb.Status.ActiveRun)
+	}
+
+	s := &corev1.Secret{}
+	w.must(k8s.Get(testCtx, client.ObjectKey{Namespace: w.ns, Name: "no-password"}, s))
+	s.Data["KOPIA_PASSWORD"] = []byte("now there is one")
+	w.must(k8s.Update(testCtx, s))
+	w.reconcile(pb)
+	if pb.Status.ActiveRun == nil || envOf(w.job(pb))[mover.EnvKopiaPassword] != "secret:no-password/KOPIA_PASSWORD" {
+		t.Fatalf("after adding the password: active run %+v", pb.Status.ActiveRun)
+	}
+
+	explicit := w.backup("explicit", "0 0 1 1 *")
+	explicit.Spec.Engine = storagev1.EngineKopia
+	explicit.Spec.S3.CredentialsSecretRef = storagev1.CredentialsSecretRef{Name: "s3-creds", RepositoryPasswordKey: "repo-pass"}
+	w.create(explicit)
+	w.reconcile(explicit)
+	if status, reason, msg := readyOf(explicit); reason != ReasonRepositoryPasswordMissing || !strings.Contains(msg, `"repo-pass"`) ||
+		!strings.Contains(msg, "spec.engine Kopia") {
+		t.Errorf("explicit Kopia: Ready = %s %s %q", status, reason, msg)
+	}
+
+	archive := w.backup("archive", "0 0 1 1 *")
+	archive.Spec.S3.CredentialsSecretRef.Name = "no-password"
+	w.secret("no-password-either", map[string]string{"AWS_ACCESS_KEY_ID": w.minio.AccessKey, "AWS_SECRET_ACCESS_KEY": w.minio.SecretKey})
+	archive.Spec.S3.CredentialsSecretRef.Name = "no-password-either"
+	w.create(archive)
+	w.reconcile(archive)
+	if status, reason, msg := readyOf(archive); status != "True" {
+		t.Errorf("Archive without a password: Ready = %s %s %q", status, reason, msg)
+	}
+}
+
+// Upgrading the operator keeps an existing PVCBackup on the archive engine when it says nothing
+// about engines: when its prefix holds archive backups, and when its last run was made by an
+// operator without kopia. It needs no password, and its runs stay archives.
+func TestAnExistingArchivePVCBackupStaysArchive(t *testing.T) {
+	w := newWorld(t)
+	w.secret("no-password", map[string]string{"AWS_ACCESS_KEY_ID": w.minio.AccessKey, "AWS_SECRET_ACCESS_KEY": w.minio.SecretKey})
+	dir := volume(t)
+
+	// Made by the previous operator: an archive backup in the bucket, then the spec as it was
+	// (no engine field).
+	pb := w.backup("old", "0 * * * *")
+	pb.Spec.S3.CredentialsSecretRef.Name = "no-password"
+	w.create(pb)
+	first := pb.CreationTimestamp.Time.Truncate(time.Hour)
+	w.scheduledRun(pb, first, 1, dir)
+	if pb.Status.LastRun == nil || pb.Status.LastRun.Result != storagev1.RunSucceeded {
+		t.Fatalf("first run: %+v", pb.Status.LastRun)
+	}
+	pb.Spec.Engine = ""
+	w.must(k8s.Update(testCtx, pb))
+	w.scheduledRun(pb, first, 2, dir)
+	if status, reason, msg := readyOf(pb); status != "True" || pb.Status.Engine != storagev1.EngineArchive {
+		t.Fatalf("Ready = %s %s %q, engine %q; want Ready and Archive", status, reason, msg, pb.Status.Engine)
+	}
+	if pb.Status.LastRun.Engine != storagev1.EngineArchive || !strings.HasSuffix(pb.Status.LastRun.ObjectKey, ".tar.zst") {
+		t.Fatalf("second run: %+v; want an archive", pb.Status.LastRun)
+	}
+
+	// A PVCBackup whose last run an older operator recorded (no engine) stays Archive even
+	// with an empty prefix.
+	older := w.kopiaBackup("older", "0 * * * *")
+	older.Spec.S3.CredentialsSecretRef.Name = "no-password"
+	w.create(older)
+	older.Status.LastRun = &storagev1.RunStatus{ID: "20260101T000000Z", Result: storagev1.RunFailed, Message: "made by 0.3.0",
+		ScheduledTime: older.CreationTimestamp, StartTime: older.CreationTimestamp, CompletionTime: older.CreationTimestamp}
+	w.must(k8s.Status().Update(testCtx, older))
+	w.clock.Set(older.CreationTimestamp.Add(time.Hour))
+	w.reconcile(older)
+	if older.Status.ActiveRun == nil || older.Status.ActiveRun.Engine != storagev1.EngineArchive {
+		t.Fatalf("older: active run %+v, Ready %v", older.Status.ActiveRun, older.Status.Conditions)
+	}
+	if e := envOf(w.job(older))[mover.EnvEngine]; e == mover.EngineKopia {
+		t.Fatal("older: the Job runs kopia")
+	}
+}
