@@ -45,8 +45,8 @@ find . -mindepth 1 | sort | while IFS= read -r p; do
 done
 `
 
-// TestBackupAndRestoreWithRealPods: a PVC holding a generated tree is backed up by a mover Job
-// running as a real pod into MinIO running in the cluster; the status reports the size and sha256
+// TestBackupAndRestoreWithRealPods: a PVC holding a generated tree is backed up (engine Archive)
+// by a mover Job running as a real pod into MinIO running in the cluster; the status reports the size and sha256
 // of the object actually in the bucket; a PVCRestore restores it into a new PVC, and a pod reading
 // that PVC sees the same tree.
 func TestBackupAndRestoreWithRealPods(t *testing.T) {
@@ -70,6 +70,7 @@ spec:
   schedule: "0 2 * * *"
   trigger: {manual: e2e-1}
   s3Bucket: %s
+  engine: Archive
   s3:
     endpoint: %q
     insecure: true

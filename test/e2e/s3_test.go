@@ -21,6 +21,9 @@ import (
 // s3Server is a MinIO server running in the cluster as a pod behind a Service, with a bucket and a
 // credentials Secret for the operator. The test reaches it through a port-forward with its own
 // S3 client (minio-go), never through the operator's code.
+// kopiaPassword is the repository password in the credentials Secret of every e2e MinIO.
+const kopiaPassword = "e2e repository password"
+
 type s3Server struct {
 	endpoint  string // ClusterIP:9000, what PVCBackups use (the local cluster has no DNS)
 	bucket    string
@@ -60,7 +63,8 @@ func deployMinIO(t *testing.T, ns string) *s3Server {
 	must(t, k8s.Create(ctx, pod))
 	must(t, k8s.Create(ctx, svc))
 	must(t, k8s.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: s.secret},
-		StringData: map[string]string{"AWS_ACCESS_KEY_ID": s.accessKey, "AWS_SECRET_ACCESS_KEY": s.secretKey}}))
+		StringData: map[string]string{"AWS_ACCESS_KEY_ID": s.accessKey, "AWS_SECRET_ACCESS_KEY": s.secretKey,
+			"KOPIA_PASSWORD": kopiaPassword}}))
 	eventually(t, "MinIO pod ready", 2*time.Minute, func() (bool, string) {
 		got := &corev1.Pod{}
 		if err := k8s.Get(ctx, client.ObjectKeyFromObject(pod), got); err != nil {
