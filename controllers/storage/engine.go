@@ -3,8 +3,8 @@ package storage
 import (
 	"context"
 	"encoding/json"
-	"io"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 

@@ -25,7 +25,7 @@ const (
 	ReasonEndpointUnreachable  = "EndpointUnreachable"  // False, polled
 	// RepositoryPasswordMissing: False, polled: engine Kopia and no password in the Secret.
 	ReasonRepositoryPasswordMissing = "RepositoryPasswordMissing"
-	ReasonBackupFailed         = "BackupFailed"         // False: the last run failed; the next tick tries again
+	ReasonBackupFailed              = "BackupFailed" // False: the last run failed; the next tick tries again
 	// Running reasons.
 	ReasonWaitingForSchedule = "WaitingForSchedule" // False: no run yet, waiting for the first tick
 	ReasonSnapshotPending    = "SnapshotPending"    // True: waiting for the VolumeSnapshot to be ready
