@@ -16,7 +16,7 @@ var (
 		Buckets: prometheus.ExponentialBuckets(1, 2, 16), // 1s .. ~9h
 	}, []string{"namespace", "name"})
 	lastBytes = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "okgoes_backup_bytes", Help: "Compressed size of the last successful backup.",
+		Name: "okgoes_backup_bytes", Help: "Bytes the last successful backup stored: its archive, or the chunks a kopia backup uploaded.",
 	}, []string{"namespace", "name"})
 	lastSuccess = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "okgoes_backup_last_success_timestamp_seconds", Help: "Unix time of the last successful backup.",
@@ -27,13 +27,16 @@ var (
 	missed = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "okgoes_backup_missed_schedules", Help: "Scheduled backups that never ran (status.missedSchedules).",
 	}, []string{"namespace", "name"})
+	repositoryBytes = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "okgoes_backup_repository_bytes", Help: "Size of the kopia repository in the bucket, as the last kopia run found it (status.repository.bytes).",
+	}, []string{"namespace", "name"})
 	skipped = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "okgoes_backup_skipped_schedules", Help: "Scheduled backups skipped because a run was still going (status.skippedSchedules).",
 	}, []string{"namespace", "name"})
 )
 
 func init() {
-	metrics.Registry.MustRegister(runsTotal, runDuration, lastBytes, lastSuccess, interval, missed, skipped)
+	metrics.Registry.MustRegister(runsTotal, runDuration, lastBytes, lastSuccess, interval, missed, skipped, repositoryBytes)
 }
 
 // observeMetrics sets the gauges that follow the status of a PVCBackup.
@@ -46,6 +49,9 @@ func observeMetrics(pb *storagev1.PVCBackup, s *scope) {
 		gap = sched.Next(s.next).Sub(s.next).Seconds()
 	}
 	interval.WithLabelValues(ns, name).Set(gap)
+	if rs := pb.Status.Repository; rs != nil {
+		repositoryBytes.WithLabelValues(ns, name).Set(float64(rs.Bytes))
+	}
 }
 
 // observeFinishedRun counts a run that ended in this reconcile. It is called only once the status
@@ -67,7 +73,7 @@ func observeFinishedRun(pb *storagev1.PVCBackup, s *scope) {
 
 // forgetMetrics drops the series of a deleted PVCBackup.
 func forgetMetrics(ns, name string) {
-	for _, v := range []*prometheus.GaugeVec{lastBytes, lastSuccess, interval, missed, skipped} {
+	for _, v := range []*prometheus.GaugeVec{lastBytes, lastSuccess, interval, missed, skipped, repositoryBytes} {
 		v.DeleteLabelValues(ns, name)
 	}
 	runDuration.DeleteLabelValues(ns, name)
