@@ -147,6 +147,7 @@ func main() {
 func runMover(command string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
+	mover.SetMemoryLimit(os.Getenv)
 	var res mover.Result
 	switch command {
 	case "backup":

@@ -74,6 +74,8 @@ func desiredMoverJob(src s3Source, image string, j moverJob) *batchv1.Job {
 		{Name: mover.EnvInsecure, Value: boolString(loc.Insecure)},
 		secretEnv(mover.EnvAccessKey, accessKey),
 		secretEnv(mover.EnvSecretKey, secretKey),
+		{Name: mover.EnvMemoryLimit, ValueFrom: &corev1.EnvVarSource{ResourceFieldRef: &corev1.ResourceFieldSelector{
+			ContainerName: moverContainer, Resource: "limits.memory"}}},
 	}, j.env...)
 	var volumes []corev1.Volume
 	var mounts []corev1.VolumeMount

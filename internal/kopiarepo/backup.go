@@ -26,6 +26,10 @@ const tagPrefix = "tag:"
 // calls are canceled too.
 const cancelGrace = 30 * time.Second
 
+// ErrSourceUnreadable is wrapped by the error of a backup that could not read the directory it
+// backs up, or some entries of it: the fault is the volume's, not the repository's.
+var ErrSourceUnreadable = errors.New("the source could not be read")
+
 // BackupOptions describe one backup.
 type BackupOptions struct {
 	// Source names what is backed up (for instance "namespace/claim"). The snapshots of one
@@ -79,7 +83,7 @@ func (r *Repo) Backup(ctx context.Context, dir string, opts BackupOptions) (Snap
 	}
 	root, err := localfs.Directory(dir)
 	if err != nil {
-		return SnapshotInfo{}, fmt.Errorf("backup source: %w", err)
+		return SnapshotInfo{}, fmt.Errorf("%w: %w", ErrSourceUnreadable, err)
 	}
 	source := opts.Source
 	if source == "" {
@@ -180,7 +184,7 @@ func failedEntries(man *snapshot.Manifest) error {
 			paths = append(paths, e.EntryPath+": "+e.Error)
 		}
 	}
-	return fmt.Errorf("%d entries could not be backed up: %s", man.Stats.ErrorCount, strings.Join(paths, "; "))
+	return fmt.Errorf("%w: %d entries could not be backed up: %s", ErrSourceUnreadable, man.Stats.ErrorCount, strings.Join(paths, "; "))
 }
 
 // ensureKeepAllPolicy stores, for the source, a policy that keeps every snapshot. kopia applies

@@ -41,6 +41,9 @@ var (
 	// ErrNotARepository means the prefix holds objects but no kopia repository, so Open
 	// neither opens nor creates one there.
 	ErrNotARepository = errors.New("the prefix holds objects but no kopia repository")
+	// ErrNoRepository means the prefix holds nothing and Options.NoCreate forbade creating a
+	// repository there (a restore or verify never does).
+	ErrNoRepository = errors.New("the prefix holds no kopia repository")
 )
 
 // S3Config says where the repository is: the bucket of Config, under Prefix. Prefix is a key
@@ -61,6 +64,8 @@ type Options struct {
 	CacheLimitBytes int64
 	// Logger receives kopia's logs; nil discards them.
 	Logger *zap.Logger
+	// NoCreate makes Open fail with ErrNoRepository instead of creating a repository.
+	NoCreate bool
 }
 
 // Repo is an open repository. Its methods may be called concurrently, except Maintenance with
@@ -106,7 +111,11 @@ func Open(ctx context.Context, cfg S3Config, password string, opts Options) (_ *
 	}
 	created := false
 	err = connect()
-	if errors.Is(err, repo.ErrRepositoryNotInitialized) {
+	if errors.Is(err, repo.ErrRepositoryNotInitialized) && opts.NoCreate {
+		if err = ensureEmpty(ctx, st); err == nil {
+			err = ErrNoRepository
+		}
+	} else if errors.Is(err, repo.ErrRepositoryNotInitialized) {
 		if created, err = initialize(ctx, st, password); err == nil {
 			err = connect()
 		}

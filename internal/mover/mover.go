@@ -89,6 +89,13 @@ type BackupJob struct {
 	OperatorVersion string
 	// IdleTimeout ends the upload when S3 takes no byte for this long (DefaultIdleTimeout if 0).
 	IdleTimeout time.Duration
+	// Engine is EngineKopia or EngineArchive; Kopia configures the former.
+	Engine string
+	Kopia  KopiaOptions
+	// ProgressKey is where the running backup reports its Progress, every ProgressEvery (the
+	// package's ProgressEvery when zero); empty: no report.
+	ProgressKey   string
+	ProgressEvery time.Duration
 }
 
 // errStalled is the cause of a context the idle watchdog cancelled.
@@ -107,6 +114,8 @@ func Backup(ctx context.Context, store ObjectStore, job BackupJob, now func() ti
 	uctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	progress := watchIdle(uctx, idle, cancel)
+	reporter := newProgressReporter(uctx, store, job.ProgressKey, job.ProgressEvery)
+	stopReports := reportUploaded(reporter, progress)
 
 	pr, pw := io.Pipe()
 	type written struct {
@@ -126,6 +135,7 @@ func Backup(ctx context.Context, store ObjectStore, job BackupJob, now func() ti
 	uploaded, upErr := store.Upload(uctx, job.ArchiveKey, pr, partSize, progress)
 	pr.CloseWithError(upErrOrClosed(upErr)) // unblock the writer if the upload stopped early
 	w := <-done
+	stopReports()
 	switch {
 	case context.Cause(uctx) == errStalled:
 		return archive.Manifest{}, fail(ReasonStorageStalled,
@@ -166,7 +176,7 @@ func upErrOrClosed(err error) error {
 
 // watchIdle returns the progress reader of an upload and cancels ctx with errStalled when it has
 // not been read for idle. It stops when ctx ends.
-func watchIdle(ctx context.Context, idle time.Duration, cancel context.CancelCauseFunc) io.Reader {
+func watchIdle(ctx context.Context, idle time.Duration, cancel context.CancelCauseFunc) *progressReader {
 	p := &progressReader{}
 	p.last.Store(time.Now().UnixNano())
 	tick := min(idle/4, time.Second)
@@ -186,6 +196,28 @@ func watchIdle(ctx context.Context, idle time.Duration, cancel context.CancelCau
 		}
 	}()
 	return p
+}
+
+// reportUploaded feeds the bytes an archive upload sent to the reporter, once a second, until
+// the returned function is called.
+func reportUploaded(reporter *progressReporter, sent *progressReader) func() {
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				reporter.report(Progress{UploadedBytes: sent.sent.Load()})
+				return
+			case <-t.C:
+				reporter.report(Progress{UploadedBytes: sent.sent.Load()})
+			}
+		}
+	}()
+	return func() { close(stop); <-done; reporter.stop() }
 }
 
 // progressReader is minio-go's progress hook: it is "read" as many bytes as were sent.

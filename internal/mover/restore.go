@@ -230,6 +230,9 @@ func runRestore(ctx context.Context, getenv func(string) string) Result {
 	}
 	job := RestoreJob{TargetDir: getenv(EnvTargetDir), ArchiveKey: getenv(EnvArchiveKey), ManifestKey: getenv(EnvManifestKey),
 		Overwrite: getenv(EnvOverwrite)}
+	if getenv(EnvEngine) == EngineKopia {
+		return runRestoreKopia(ctx, getenv, cfg, job)
+	}
 	if job.TargetDir == "" || job.ArchiveKey == "" || job.ManifestKey == "" {
 		return failed(fmt.Errorf("missing environment: %s, %s and %s are required", EnvTargetDir, EnvArchiveKey, EnvManifestKey), ReasonInvalidConfig)
 	}
@@ -239,4 +242,34 @@ func runRestore(ctx context.Context, getenv func(string) string) Result {
 	}
 	m, st, err := Restore(ctx, store, job)
 	return outcome(m, st, job.ArchiveKey, err)
+}
+
+// runRestoreKopia is `mover restore` of a kopia backup: the manifest names the snapshot.
+func runRestoreKopia(ctx context.Context, getenv func(string) string, cfg objectstore.Config, job RestoreJob) Result {
+	opts, err := kopiaOptionsFromEnv(getenv)
+	if err == nil && (job.TargetDir == "" || job.ManifestKey == "") {
+		err = fmt.Errorf("missing environment: %s and %s are required", EnvTargetDir, EnvManifestKey)
+	}
+	if err != nil {
+		return failed(err, ReasonInvalidConfig)
+	}
+	store, err := objectstore.New(cfg)
+	if err != nil {
+		return failed(err, ReasonInvalidConfig)
+	}
+	m, st, err := RestoreKopia(ctx, store, cfg, job, opts)
+	return kopiaReadResult(m, int64(st.Files), st.Bytes, err)
+}
+
+// kopiaReadResult is the Result of a restore or verify of a kopia backup.
+func kopiaReadResult(m archive.Manifest, files, bytes int64, err error) Result {
+	res := Result{Result: Succeeded, ID: m.ID, Files: files, Bytes: bytes}
+	if err != nil {
+		res = failed(err, ReasonStorageFailed)
+		res.ID = m.ID
+	}
+	if m.Kopia != nil {
+		res.SnapshotID = m.Kopia.SnapshotID
+	}
+	return res
 }

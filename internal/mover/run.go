@@ -55,9 +55,24 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		ManifestKey: need(EnvManifestKey),
 		Namespace:   getenv(EnvSourceNamespace),
 		PVC:         getenv(EnvSourcePVC),
+		Engine:      getenv(EnvEngine),
+		ProgressKey: getenv(EnvProgressKey),
 	}
 	if len(missing) > 0 {
 		return c, fmt.Errorf("missing environment: %s", strings.Join(missing, ", "))
+	}
+	switch c.Job.Engine {
+	case "", EngineArchive:
+	case EngineKopia:
+		var err error
+		if c.Job.Kopia, err = kopiaOptionsFromEnv(getenv); err != nil {
+			return c, err
+		}
+		if c.Job.Kopia.Prefix == "" {
+			return c, fmt.Errorf("missing environment: %s", EnvKopiaPrefix)
+		}
+	default:
+		return c, fmt.Errorf("%s: unknown engine %q", EnvEngine, c.Job.Engine)
 	}
 	if ca := getenv(EnvCAFile); ca != "" {
 		pem, err := os.ReadFile(ca)
@@ -109,6 +124,15 @@ func runBackup(ctx context.Context, getenv func(string) string, version string) 
 		res := failed(err, ReasonInvalidConfig)
 		res.ID = cfg.Job.ID
 		return res
+	}
+	if cfg.Job.Engine == EngineKopia {
+		m, kb, err := BackupKopia(ctx, store, cfg.Store, cfg.Job, time.Now)
+		if err != nil {
+			res := failed(err, ReasonStorageFailed)
+			res.ID = cfg.Job.ID
+			return res
+		}
+		return kopiaResult(m, kb)
 	}
 	m, err := Backup(ctx, store, cfg.Job, time.Now)
 	if err != nil {

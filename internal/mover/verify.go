@@ -31,6 +31,14 @@ func runVerify(ctx context.Context, getenv func(string) string) Result {
 	if err != nil {
 		return failed(err, ReasonInvalidConfig)
 	}
+	if getenv(EnvEngine) == EngineKopia {
+		opts, err := kopiaOptionsFromEnv(getenv)
+		if err != nil {
+			return failed(err, ReasonInvalidConfig)
+		}
+		m, st, err := VerifyKopia(ctx, store, cfg, getenv(EnvManifestKey), opts)
+		return kopiaReadResult(m, m.Files, st.Bytes, err)
+	}
 	key := getenv(EnvArchiveKey)
 	m, st, err := Verify(ctx, store, key, getenv(EnvManifestKey))
 	return outcome(m, st, key, err)

@@ -1,0 +1,472 @@
+package mover
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/okgoes/okgoes-operator/internal/archive"
+	"github.com/okgoes/okgoes-operator/internal/kopiarepo"
+	"github.com/okgoes/okgoes-operator/internal/objectstore"
+)
+
+// Reasons of the kopia engine only.
+const (
+	// ReasonRepositoryPasswordWrong: the repository exists and the password does not open it.
+	ReasonRepositoryPasswordWrong Reason = "RepositoryPasswordWrong"
+	// ReasonNotARepository: the repository's prefix holds objects that are not a kopia repository.
+	ReasonNotARepository Reason = "NotARepository"
+)
+
+// MaintenanceTimeout bounds the repository maintenance that follows a kopia backup. The backup
+// is complete (its manifest written) before maintenance starts, so a maintenance that runs out
+// of time costs only space, which the next run's maintenance picks up again.
+const MaintenanceTimeout = 30 * time.Minute
+
+// Tags of a snapshot the mover makes: the backup it belongs to and that backup's manifest. A
+// snapshot whose manifest is gone (pruned by the controller's retention, or never written
+// because the run failed after the upload) is deleted by the next backup (sweep).
+const (
+	tagBackup   = "backup"
+	tagManifest = "manifest"
+)
+
+// KopiaStore is what the kopia engine needs from S3 besides the repository itself: the
+// manifests and the progress report.
+type KopiaStore interface {
+	PutBytes(ctx context.Context, key string, data []byte, contentType string) error
+	Get(ctx context.Context, key string) (io.ReadCloser, error)
+	Stat(ctx context.Context, key string) (objectstore.ObjectInfo, error)
+}
+
+// KopiaOptions say where a PVCBackup's kopia repository is and how to open it.
+type KopiaOptions struct {
+	Prefix          string // key prefix of the repository in the bucket
+	Password        string
+	CacheDir        string
+	CacheLimitBytes int64
+}
+
+// kopiaBackup is what a kopia backup reports besides its manifest.
+type kopiaBackup struct {
+	repo             kopiarepo.Info
+	maintenance      string // "", "quick" or "full"
+	maintenanceError string
+}
+
+// openRepo opens the repository of opts in the bucket of cfg, with the mover's Reasons on
+// failure.
+func openRepo(ctx context.Context, cfg objectstore.Config, opts KopiaOptions, noCreate bool) (*kopiarepo.Repo, error) {
+	useTempDir(opts.CacheDir)
+	r, err := kopiarepo.Open(ctx, kopiarepo.S3Config{Config: cfg, Prefix: opts.Prefix}, opts.Password,
+		kopiarepo.Options{CacheDir: opts.CacheDir, CacheLimitBytes: opts.CacheLimitBytes, NoCreate: noCreate})
+	switch {
+	case err == nil:
+		return r, nil
+	case errors.Is(err, kopiarepo.ErrWrongPassword):
+		return nil, fail(ReasonRepositoryPasswordWrong, "the repository password does not open the kopia repository at %s: "+
+			"the credentials Secret holds another password than the one the repository was created with", opts.Prefix)
+	case errors.Is(err, kopiarepo.ErrNotARepository):
+		return nil, fail(ReasonNotARepository, "%s holds objects that are not a kopia repository: the operator neither uses nor overwrites them", opts.Prefix)
+	case errors.Is(err, kopiarepo.ErrNoRepository):
+		return nil, fail(ReasonBackupNotFound, "there is no kopia repository at %s", opts.Prefix)
+	}
+	return nil, fail(ReasonStorageFailed, "open the kopia repository at %s: %w", opts.Prefix, err)
+}
+
+// BackupKopia snapshots job.SourceDir into the PVCBackup's kopia repository (created on the
+// first backup), then writes the manifest that makes the snapshot a backup, then deletes the
+// snapshots whose manifests are gone and runs the maintenance that is due. Only the snapshot and
+// the manifest decide the outcome; the clean-up after them is reported, never fatal.
+func BackupKopia(ctx context.Context, store KopiaStore, cfg objectstore.Config, job BackupJob, now func() time.Time) (archive.Manifest, kopiaBackup, error) {
+	start := now()
+	var out kopiaBackup
+	idle := job.IdleTimeout
+	if idle <= 0 {
+		idle = DefaultIdleTimeout
+	}
+	uctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	act := watchActivity(uctx, idle, cancel)
+	failed := func(err error, reason Reason, format string, args ...any) error {
+		switch {
+		case context.Cause(uctx) == errStalled:
+			return fail(ReasonStorageStalled, "kopia repository %s: nothing moved for %v (S3 frozen or network stalled); the backup was abandoned",
+				job.Kopia.Prefix, idle)
+		case ctx.Err() != nil:
+			return fail(ReasonInterrupted, "backup interrupted (%v) after %v", context.Cause(ctx), now().Sub(start).Round(time.Second))
+		}
+		var f *failure
+		if errors.As(err, &f) {
+			return err
+		}
+		return fail(reason, format+": %w", append(args, err)...)
+	}
+
+	r, err := openRepo(uctx, cfg, job.Kopia, false)
+	if err != nil {
+		return archive.Manifest{}, out, failed(err, ReasonStorageFailed, "open")
+	}
+	defer r.Close(context.WithoutCancel(ctx)) //nolint:errcheck // nothing to save: the manifest decided
+
+	reporter := newProgressReporter(uctx, store, job.ProgressKey, job.ProgressEvery)
+	source := job.Namespace + "/" + job.PVC
+	snap, err := r.Backup(uctx, job.SourceDir, kopiarepo.BackupOptions{
+		Source:      source,
+		Description: "okgoes-operator backup " + job.ID,
+		Tags:        map[string]string{tagBackup: job.ID, tagManifest: job.ManifestKey},
+		Progress: func(p kopiarepo.BackupProgress) {
+			act.touch(p.HashedBytes + p.CachedBytes + p.UploadedBytes)
+			reporter.report(Progress{EstimatedBytes: p.EstimatedBytes, HashedBytes: p.HashedBytes,
+				CachedBytes: p.CachedBytes, UploadedBytes: p.UploadedBytes})
+		},
+	})
+	reporter.stop()
+	if err != nil {
+		if errors.Is(err, kopiarepo.ErrSourceUnreadable) && ctx.Err() == nil {
+			return archive.Manifest{}, out, fail(ReasonVolumeReadFailed, "read volume %s: %w", job.SourceDir, err)
+		}
+		return archive.Manifest{}, out, failed(err, ReasonStorageFailed, "kopia backup of %s", job.SourceDir)
+	}
+
+	m := archive.Manifest{FormatVersion: archive.FormatVersion, ID: job.ID, Engine: EngineKopia,
+		Files: int64(snap.Files), Dirs: int64(snap.Dirs), Symlinks: int64(snap.Symlinks), ContentBytes: snap.TotalBytes,
+		Kopia: &archive.KopiaSnapshot{Repository: job.Kopia.Prefix, SnapshotID: snap.ID, Source: source, UploadedBytes: snap.UploadedBytes}}
+	m.Source.Namespace, m.Source.PVC = job.Namespace, job.PVC
+	m.ScheduledTime, m.StartTime, m.CompletionTime = job.ScheduledTime.UTC(), start.UTC(), now().UTC()
+	m.OperatorVersion = job.OperatorVersion
+	data, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return archive.Manifest{}, out, err
+	}
+	act.touch(-1)
+	if err := store.PutBytes(uctx, job.ManifestKey, data, "application/json"); err != nil {
+		return archive.Manifest{}, out, failed(err, ReasonStorageFailed, "write manifest %s", job.ManifestKey)
+	}
+	cancel(nil) // the backup is done: the idle watchdog has nothing left to watch
+
+	// Clean-up, bounded and never fatal.
+	mctx, mcancel := context.WithTimeout(ctx, MaintenanceTimeout)
+	defer mcancel()
+	var problems []error
+	if err := sweep(mctx, r, store, source, snap.ID); err != nil {
+		problems = append(problems, err)
+	}
+	out.maintenance, err = r.AutoMaintenance(mctx)
+	if err != nil {
+		problems = append(problems, err)
+	}
+	out.repo, err = r.Info(mctx)
+	if err != nil {
+		problems = append(problems, err)
+	}
+	if len(problems) > 0 {
+		out.maintenanceError = errors.Join(problems...).Error()
+	}
+	return m, out, nil
+}
+
+// sweep deletes the snapshots of source whose manifests no longer exist, except keep: a backup
+// is its manifest, so such a snapshot is a backup the controller pruned or one that never
+// became a backup. Only a manifest S3 says is missing counts; any doubt keeps the snapshot.
+func sweep(ctx context.Context, r *kopiarepo.Repo, store KopiaStore, source, keep string) error {
+	snaps, err := r.List(ctx)
+	if err != nil {
+		return fmt.Errorf("sweep: %w", err)
+	}
+	var errs []error
+	for _, s := range snaps {
+		key := s.Tags[tagManifest]
+		if s.Source != source || s.ID == keep || key == "" {
+			continue
+		}
+		_, err := store.Stat(ctx, key)
+		switch {
+		case err == nil:
+			continue
+		case !objectstore.IsNotFound(err):
+			errs = append(errs, fmt.Errorf("sweep: stat %s: %w", key, err))
+			continue
+		}
+		if err := r.Delete(ctx, s.ID); err != nil {
+			errs = append(errs, fmt.Errorf("sweep: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// activity is the kopia engine's idle watchdog: kopia talks to S3 itself, so the mover cannot
+// watch its bytes; it watches the progress kopia reports instead.
+type activity struct {
+	last  atomic.Int64 // unix nanoseconds of the last change
+	count atomic.Int64
+}
+
+// watchActivity cancels ctx with errStalled when touch saw no change for idle.
+func watchActivity(ctx context.Context, idle time.Duration, cancel context.CancelCauseFunc) *activity {
+	a := &activity{}
+	a.last.Store(time.Now().UnixNano())
+	tick := min(idle/4, time.Second)
+	go func() {
+		t := time.NewTicker(tick)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if time.Since(time.Unix(0, a.last.Load())) > idle {
+					cancel(errStalled)
+					return
+				}
+			}
+		}
+	}()
+	return a
+}
+
+// touch records progress: a total that changed since the last call, or -1 (a new phase).
+func (a *activity) touch(total int64) {
+	if total < 0 || a.count.Swap(total) != total {
+		a.last.Store(time.Now().UnixNano())
+	}
+}
+
+// progressReporter writes the Progress of a running backup to S3, at most once per interval,
+// from its own goroutine: a slow S3 never slows the backup, and a failed write is only skipped.
+type progressReporter struct {
+	mu       sync.Mutex
+	latest   *Progress
+	stopping atomic.Bool
+	wake     chan struct{}
+	done     chan struct{}
+}
+
+func newProgressReporter(ctx context.Context, store interface {
+	PutBytes(ctx context.Context, key string, data []byte, contentType string) error
+}, key string, every time.Duration) *progressReporter {
+	p := &progressReporter{wake: make(chan struct{}, 1), done: make(chan struct{})}
+	if key == "" || store == nil {
+		close(p.done)
+		return p
+	}
+	if every <= 0 {
+		every = ProgressEvery
+	}
+	go func() {
+		defer close(p.done)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-p.wake:
+			case <-t.C:
+			}
+			p.mu.Lock()
+			latest := p.latest
+			p.latest = nil
+			p.mu.Unlock()
+			if latest != nil {
+				data, _ := json.Marshal(latest)
+				wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+				if err := store.PutBytes(wctx, key, data, "application/json"); err != nil {
+					fmt.Fprintln(os.Stderr, "mover: progress report:", err)
+				}
+				cancel()
+			}
+			if p.stopping.Load() {
+				return
+			}
+		}
+	}()
+	return p
+}
+
+// report keeps pr as the latest Progress; the goroutine writes it on its next turn.
+func (p *progressReporter) report(pr Progress) {
+	pr.Time = time.Now().UTC()
+	p.mu.Lock()
+	p.latest = &pr
+	p.mu.Unlock()
+}
+
+// stop ends the reporter once it has written what it holds.
+func (p *progressReporter) stop() {
+	p.stopping.Store(true)
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+	<-p.done
+}
+
+// readKopiaManifest fetches the manifest of a kopia backup and checks that it names a snapshot.
+func readKopiaManifest(ctx context.Context, store KopiaStore, key string) (archive.Manifest, error) {
+	body, err := store.Get(ctx, key)
+	if err != nil {
+		if objectstore.IsNotFound(err) {
+			return archive.Manifest{}, fail(ReasonBackupNotFound, "manifest %s does not exist: the backup is incomplete or was pruned", key)
+		}
+		return archive.Manifest{}, fail(ReasonStorageFailed, "read manifest %s: %w", key, err)
+	}
+	m, err := ReadManifest(body)
+	body.Close()
+	switch {
+	case errors.Is(err, ErrBadManifest):
+		return m, fail(ReasonVerificationFailed, "manifest %s: %w", key, err)
+	case err != nil:
+		return m, fail(ReasonStorageFailed, "read manifest %s: %w", key, err)
+	case m.FormatVersion != archive.FormatVersion:
+		return m, fail(ReasonVerificationFailed, "manifest %s: format %d is not %d", key, m.FormatVersion, archive.FormatVersion)
+	case m.Engine != EngineKopia || m.Kopia == nil || m.Kopia.SnapshotID == "":
+		return m, fail(ReasonVerificationFailed, "manifest %s does not describe a kopia snapshot", key)
+	}
+	return m, nil
+}
+
+// openSnapshot opens the repository the manifest names (opts.Prefix when it names none) and
+// proves the snapshot readable and matching the manifest, reading no file.
+func openSnapshot(ctx context.Context, cfg objectstore.Config, opts KopiaOptions, m archive.Manifest) (*kopiarepo.Repo, error) {
+	if m.Kopia.Repository != "" {
+		opts.Prefix = m.Kopia.Repository
+	}
+	r, err := openRepo(ctx, cfg, opts, true)
+	if err != nil {
+		return nil, err
+	}
+	id := m.Kopia.SnapshotID
+	info, err := r.Check(ctx, id)
+	switch {
+	case errors.Is(err, kopiarepo.ErrSnapshotNotFound):
+		err = fail(ReasonBackupNotFound, "backup %s: kopia snapshot %s is not in the repository at %s", m.ID, id, opts.Prefix)
+	case err != nil && ctx.Err() != nil:
+		err = fail(ReasonInterrupted, "interrupted: %w", err)
+	case err != nil && objectstore.IsNetworkError(err):
+		err = fail(ReasonStorageFailed, "backup %s: %w", m.ID, err)
+	case err != nil:
+		err = fail(ReasonVerificationFailed, "backup %s: kopia snapshot %s cannot be read: %w", m.ID, id, err)
+	case int64(info.Files) != m.Files || info.TotalBytes != m.ContentBytes:
+		err = fail(ReasonVerificationFailed, "backup %s: kopia snapshot %s holds %d files (%d bytes), its manifest says %d (%d bytes)",
+			m.ID, id, info.Files, info.TotalBytes, m.Files, m.ContentBytes)
+	}
+	if err != nil {
+		r.Close(context.WithoutCancel(ctx)) //nolint:errcheck // the error above says what matters
+		return nil, err
+	}
+	return r, nil
+}
+
+// RestoreKopia restores the kopia backup whose manifest is job.ManifestKey into job.TargetDir.
+// As with an archive, nothing in the target is touched before the backup proved readable (the
+// manifest, the repository opened with the password, the snapshot and its root directory
+// decrypted and matching the manifest). Every chunk is checked against its hash as it is read,
+// and the restored counts against the manifest.
+func RestoreKopia(ctx context.Context, store KopiaStore, cfg objectstore.Config, job RestoreJob, opts KopiaOptions) (archive.Manifest, kopiarepo.RestoreStats, error) {
+	var st kopiarepo.RestoreStats
+	prepared := false
+	m, err := readKopiaManifest(ctx, store, job.ManifestKey)
+	if err == nil {
+		var r *kopiarepo.Repo
+		if r, err = openSnapshot(ctx, cfg, opts, m); err == nil {
+			defer r.Close(context.WithoutCancel(ctx)) //nolint:errcheck // read-only
+			if err = prepareTarget(job.TargetDir, job.Overwrite); err == nil {
+				prepared = true
+				st, err = r.Restore(ctx, m.Kopia.SnapshotID, job.TargetDir)
+				err = restoreError(ctx, m, st, err)
+			}
+		}
+	}
+	if err != nil {
+		err = &failure{reasonOf(err, ReasonStorageFailed), fmt.Errorf("%w; %s", err, targetState(prepared, job.Overwrite))}
+	}
+	return m, st, err
+}
+
+// restoreError classifies the outcome of a kopia restore.
+func restoreError(ctx context.Context, m archive.Manifest, st kopiarepo.RestoreStats, err error) error {
+	switch {
+	case err == nil && (int64(st.Files) != m.Files || st.Bytes != m.ContentBytes):
+		return fail(ReasonVerificationFailed, "restored %d files (%d bytes), the manifest of backup %s says %d (%d bytes)",
+			st.Files, st.Bytes, m.ID, m.Files, m.ContentBytes)
+	case err == nil:
+		return nil
+	case ctx.Err() != nil:
+		return fail(ReasonInterrupted, "restore of backup %s interrupted: %w", m.ID, err)
+	case archive.IsTargetError(err):
+		return fail(ReasonTargetNotWritable, "the target refused a write (%v): the mover runs as uid %d and needs a writable volume with room for the backup",
+			err, os.Getuid())
+	case objectstore.IsNetworkError(err):
+		return fail(ReasonStorageFailed, "restore of backup %s: %w", m.ID, err)
+	}
+	return fail(ReasonVerificationFailed, "backup %s is damaged: %v", m.ID, err)
+}
+
+// VerifyKopia reads back every file of the kopia backup whose manifest is manifestKey, each
+// chunk checked against its hash and each pack against the bucket's listing, writing nothing.
+func VerifyKopia(ctx context.Context, store KopiaStore, cfg objectstore.Config, manifestKey string, opts KopiaOptions) (archive.Manifest, kopiarepo.VerifyStats, error) {
+	var st kopiarepo.VerifyStats
+	m, err := readKopiaManifest(ctx, store, manifestKey)
+	if err != nil {
+		return m, st, err
+	}
+	r, err := openSnapshot(ctx, cfg, opts, m)
+	if err != nil {
+		return m, st, err
+	}
+	defer r.Close(context.WithoutCancel(ctx)) //nolint:errcheck // read-only
+	st, err = r.Verify(ctx, m.Kopia.SnapshotID)
+	switch {
+	case err == nil && (st.Objects != m.Files+m.Symlinks || st.Bytes < m.ContentBytes):
+		err = fail(ReasonVerificationFailed, "read %d files and symlinks (%d bytes), the manifest of backup %s says %d files and %d symlinks (%d bytes of files)",
+			st.Objects, st.Bytes, m.ID, m.Files, m.Symlinks, m.ContentBytes)
+	case err == nil:
+	case ctx.Err() != nil:
+		err = fail(ReasonInterrupted, "verify of backup %s interrupted: %w", m.ID, err)
+	case objectstore.IsNetworkError(err):
+		err = fail(ReasonStorageFailed, "verify of backup %s: %w", m.ID, err)
+	default:
+		err = fail(ReasonVerificationFailed, "backup %s is damaged: %v", m.ID, err)
+	}
+	return m, st, err
+}
+
+// kopiaOptionsFromEnv reads the kopia variables of the environment.
+func kopiaOptionsFromEnv(getenv func(string) string) (KopiaOptions, error) {
+	o := KopiaOptions{Prefix: getenv(EnvKopiaPrefix), Password: getenv(EnvKopiaPassword), CacheDir: getenv(EnvKopiaCacheDir)}
+	if o.Password == "" {
+		return o, fmt.Errorf("missing environment: %s (the repository password)", EnvKopiaPassword)
+	}
+	if s := getenv(EnvKopiaCacheLimit); s != "" {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || n <= 0 {
+			return o, fmt.Errorf("%s: %q is not a positive number of bytes", EnvKopiaCacheLimit, s)
+		}
+		o.CacheLimitBytes = n
+	}
+	return o, nil
+}
+
+// kopiaResult is the Result of a successful kopia backup.
+func kopiaResult(m archive.Manifest, kb kopiaBackup) Result {
+	res := Result{Result: Succeeded, ID: m.ID, Bytes: m.Kopia.UploadedBytes, Files: m.Files, SnapshotID: m.Kopia.SnapshotID,
+		RepositoryBytes: kb.repo.Bytes, Maintenance: kb.maintenance, MaintenanceError: kb.maintenanceError}
+	if t := kb.repo.LastQuickMaintenance; !t.IsZero() {
+		res.LastQuickMaintenance = &t
+	}
+	if t := kb.repo.LastFullMaintenance; !t.IsZero() {
+		res.LastFullMaintenance = &t
+	}
+	if len(res.MaintenanceError) > 1000 {
+		res.MaintenanceError = res.MaintenanceError[:1000] + "..."
+	}
+	return res
+}

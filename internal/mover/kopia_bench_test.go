@@ -1,0 +1,133 @@
+package mover
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/okgoes/okgoes-operator/internal/objectstore"
+)
+
+// The kopia engine's benchmarks, on the volume of issue 12: BENCH_GIB GiB (default 1) of 1 MiB
+// files of incompressible data. Each mover runs as a child process, so that its peak RSS is the
+// kernel's count:
+//
+//	go test ./internal/mover/ -run '^$' -bench Kopia -benchtime 1x
+//
+// BenchmarkMoverKopiaBackup is the first backup into a new repository, BenchmarkMoverKopiaIncremental
+// the backup after 10 files were rewritten, BenchmarkMoverKopiaRestore a restore into an empty
+// directory; each reports the bytes uploaded to the bucket and the peak RSS.
+
+func kopiaBenchVolume(b *testing.B) (string, int64) {
+	gib := int64(1)
+	if s := os.Getenv("BENCH_GIB"); s != "" {
+		fmt.Sscan(s, &gib)
+	}
+	dir := b.TempDir()
+	buf := make([]byte, 1<<20)
+	r := rand.NewChaCha8([32]byte{7})
+	for i := range gib << 10 {
+		r.Read(buf)
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("f%05d", i)), buf, 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return dir, gib << 30
+}
+
+func kopiaBenchEnv(b *testing.B, dir string, run int) env {
+	e, _ := setup(b, dir)
+	e[EnvEngine] = EngineKopia
+	e[EnvKopiaPrefix] = fmt.Sprintf("bench/%d/kopia", run)
+	e[EnvKopiaPassword] = kopiaTestPassword
+	e[EnvKopiaCacheDir] = b.TempDir()
+	return e
+}
+
+// uploaded is the size of everything under prefix in the bench bucket.
+func uploaded(b *testing.B, e env, prefix string) int64 {
+	cfg, err := ConfigFromEnv(e.get)
+	if err != nil {
+		b.Fatal(err)
+	}
+	st, err := objectstore.New(cfg.Store)
+	if err != nil {
+		b.Fatal(err)
+	}
+	objs, err := st.List(context.Background(), prefix)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var n int64
+	for _, o := range objs {
+		n += o.Size
+	}
+	return n
+}
+
+func BenchmarkMoverKopiaBackup(b *testing.B) {
+	dir, size := kopiaBenchVolume(b)
+	b.SetBytes(size)
+	var rss int64
+	run := 0
+	for b.Loop() {
+		b.StopTimer()
+		run++
+		e := kopiaBenchEnv(b, dir, run)
+		b.StartTimer()
+		_, r := runChild(b, "mover", e)
+		rss = max(rss, r)
+	}
+	b.ReportMetric(float64(rss)/(1<<20), "peakRSS-MiB")
+}
+
+func BenchmarkMoverKopiaIncremental(b *testing.B) {
+	dir, size := kopiaBenchVolume(b)
+	e := kopiaBenchEnv(b, dir, 0)
+	runChild(b, "mover", e) // the first backup, untimed
+	before := uploaded(b, e, "bench/0/kopia/")
+	b.SetBytes(size)
+	var rss int64
+	n := 0
+	for b.Loop() {
+		b.StopTimer()
+		n++
+		r := rand.NewChaCha8([32]byte{byte(n)})
+		buf := make([]byte, 1<<20)
+		for i := range 10 {
+			r.Read(buf)
+			os.WriteFile(filepath.Join(dir, fmt.Sprintf("f%05d", i*97)), buf, 0o644)
+		}
+		nextRun(e, fmt.Sprintf("20261203T%02d0000Z", 3+n))
+		b.StartTimer()
+		_, m := runChild(b, "mover", e)
+		rss = max(rss, m)
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(uploaded(b, e, "bench/0/kopia/")-before)/float64(n)/(1<<20), "uploaded-MiB/op")
+	b.ReportMetric(float64(rss)/(1<<20), "peakRSS-MiB")
+}
+
+func BenchmarkMoverKopiaRestore(b *testing.B) {
+	dir, size := kopiaBenchVolume(b)
+	e := kopiaBenchEnv(b, dir, 0)
+	runChild(b, "mover", e) // the backup to restore, untimed
+	b.SetBytes(size)
+	var rss int64
+	for b.Loop() {
+		b.StopTimer()
+		target := b.TempDir()
+		e[EnvTargetDir] = target
+		e[EnvKopiaCacheDir] = b.TempDir() // a new pod: nothing cached
+		b.StartTimer()
+		_, r := runChild(b, "restore", e)
+		rss = max(rss, r)
+		b.StopTimer()
+		os.RemoveAll(target)
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(rss)/(1<<20), "peakRSS-MiB")
+}
