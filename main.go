@@ -148,6 +148,7 @@ func runMover(command string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	mover.SetMemoryLimit(os.Getenv)
+	mover.UseTempDir(os.Getenv(mover.EnvKopiaCacheDir))
 	var res mover.Result
 	switch command {
 	case "backup":

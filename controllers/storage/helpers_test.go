@@ -133,6 +133,9 @@ func (w *world) runMover(job *batchv1.Job, dir string) mover.Result {
 		}
 	}
 	env[mover.EnvTerminationLog] = filepath.Join(w.t.TempDir(), "termination-log")
+	if env[mover.EnvKopiaCacheDir] != "" {
+		env[mover.EnvKopiaCacheDir] = w.t.TempDir() // the Job's emptyDir
+	}
 	getenv := func(k string) string { return env[k] }
 	switch c.Command[2] {
 	case "restore":

@@ -64,7 +64,6 @@ type kopiaBackup struct {
 // openRepo opens the repository of opts in the bucket of cfg, with the mover's Reasons on
 // failure.
 func openRepo(ctx context.Context, cfg objectstore.Config, opts KopiaOptions, noCreate bool) (*kopiarepo.Repo, error) {
-	useTempDir(opts.CacheDir)
 	r, err := kopiarepo.Open(ctx, kopiarepo.S3Config{Config: cfg, Prefix: opts.Prefix}, opts.Password,
 		kopiarepo.Options{CacheDir: opts.CacheDir, CacheLimitBytes: opts.CacheLimitBytes, NoCreate: noCreate})
 	switch {

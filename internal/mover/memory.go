@@ -33,9 +33,9 @@ func SetMemoryLimit(getenv func(string) string) int64 {
 	return limit
 }
 
-// useTempDir points TMPDIR at a directory under dir (kopia's cache volume): the mover's root
-// filesystem is read-only and has no /tmp.
-func useTempDir(dir string) {
+// UseTempDir points the process's TMPDIR at a directory under dir (kopia's cache volume): the
+// mover's root filesystem is read-only and has no /tmp. For the mover's main only.
+func UseTempDir(dir string) {
 	if dir == "" {
 		return
 	}
