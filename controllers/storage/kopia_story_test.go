@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -44,7 +45,14 @@ func TestKopiaBackupsPrunedRestoredThroughTheController(t *testing.T) {
 	var snaps []string
 	for i := 1; i <= 4; i++ {
 		w.must(os.WriteFile(filepath.Join(src, "README"), []byte("run "+string(rune('0'+i))), 0o644))
-		w.scheduledRun(pb, first, i, src)
+		w.clock.Set(first.Add(time.Duration(i)*time.Hour + time.Minute))
+		w.reconcile(pb)
+		job := w.job(pb)
+		res := w.runMover(job, src)
+		w.finishPod(job, res) // the Result reaches the controller as the termination message
+		w.finishJob(job, res.Succeeded())
+		w.clock.Set(first.Add(time.Duration(i)*time.Hour + 2*time.Minute))
+		w.reconcile(pb)
 		run := pb.Status.LastRun
 		if run == nil || run.Result != storagev1.RunSucceeded || run.Engine != storagev1.EngineKopia || run.SnapshotID == "" {
 			t.Fatalf("run %d: %+v", i, run)

@@ -21,8 +21,10 @@ type Config struct {
 func storeFromEnv(getenv func(string) string) (objectstore.Config, error) {
 	c, err := ConfigFromEnv(func(k string) string {
 		switch k { // a restore has no backup job: let those through
-		case EnvBackupID, EnvSourceDir:
+		case EnvBackupID, EnvSourceDir, EnvArchiveKey, EnvManifestKey:
 			return "-"
+		case EnvEngine: // read by the caller
+			return ""
 		}
 		return getenv(k)
 	})
