@@ -413,10 +413,11 @@ func (r *PVCBackupReconciler) reconcileNextRun(ctx context.Context, s *scope) er
 	start := pb.Status.ActiveRun == nil && (d.Run != nil || manual)
 	if pb.Status.ActiveRun == nil {
 		// Everything a run needs must be there, checked now rather than by a failing pod: the
-		// PVC and Secret on every reconcile (cheap reads), the bucket when a run is due or the
-		// spec changed. Until it is, a due tick stays due (and runs late, within
-		// startingDeadlineSeconds).
-		checkBucket := start || pb.Status.ObservedGeneration != pb.Generation || s3Trouble(pb)
+		// PVC and Secret on every reconcile (cheap reads), the bucket when a run is due, the
+		// spec changed, or status.engine is not resolved yet (a PVCBackup an operator without
+		// kopia wrote: its engine shows right after the upgrade, not at its next run). Until it
+		// is, a due tick stays due (and runs late, within startingDeadlineSeconds).
+		checkBucket := start || pb.Status.ObservedGeneration != pb.Generation || s3Trouble(pb) || pb.Status.Engine == ""
 		if err := r.checkDependencies(ctx, s, checkBucket); err != nil {
 			return err
 		}
