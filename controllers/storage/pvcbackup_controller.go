@@ -326,6 +326,11 @@ func (r *PVCBackupReconciler) reconcileVerify(ctx context.Context, s *scope) (ve
 func (r *PVCBackupReconciler) finishRun(ctx context.Context, s *scope, rec storagev1.RunStatus) error {
 	pb, run := s.backup, s.backup.Status.ActiveRun
 	rec.ID, rec.ScheduledTime, rec.StartTime, rec.Manual = run.ID, run.ScheduledTime, run.StartTime, run.Manual
+	if rec.Engine == "" {
+		// A failed run has no manifest to tell: it ran with the engine it started with. Left
+		// empty, it would read as a run of an operator without kopia (resolveEngine: Archive).
+		rec.Engine = run.Engine
+	}
 	rec.CompletionTime = metav1.NewTime(s.now)
 	rec.Duration = s.now.Sub(run.StartTime.Time).Round(time.Second).String()
 	rec.Message = truncate(rec.Message, 2048)
