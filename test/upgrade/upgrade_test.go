@@ -1,7 +1,9 @@
 // Package upgrade is the upgrade story of docs/upgrades.md, played on a real API server with the
 // real managers of each release: 0.1.0 (built from its git tag) and the current one (0.2.0 and
 // 0.3.0 run the same manager; they differ in the CRD's storage version). CRDs are applied before
-// the manager that needs them, as OLM does.
+// the manager that needs them, as OLM does. The storage story (storage_upgrade_test.go) builds the
+// 0.3.0 manager, the last without the kopia engine, from git and hands its PVCBackups to the
+// current manager.
 package upgrade
 
 import (
@@ -201,9 +203,13 @@ func newStory(t *testing.T, adds ...func(*runtime.Scheme) error) *story {
 // step logs the start of a step of a story and returns the function that logs its end and
 // how long it took.
 func step(t *testing.T, name string) func() {
+	t.Helper()
 	start := time.Now()
 	t.Logf("step: %s", name)
-	return func() { t.Logf("step done in %s: %s", time.Since(start).Round(time.Millisecond), name) }
+	return func() {
+		t.Helper()
+		t.Logf("step done in %s: %s", time.Since(start).Round(time.Millisecond), name)
+	}
 }
 
 // --- managers ---
