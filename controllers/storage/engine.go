@@ -55,17 +55,21 @@ func moverEngine(e storagev1.BackupEngine) string {
 	return mover.EngineArchive
 }
 
-// resolveEngine is the engine of the next run: spec.engine, or, when it is empty, Archive for a
-// PVCBackup that already has archive backups (its prefix holds archives, or its last run was made
-// by an operator without kopia), Kopia for any other. Upgrading the operator thus never turns
-// an existing archive PVCBackup into one that needs a password it was never given.
+// resolveEngine is the engine of the next run: spec.engine, or, when it is empty, the engine of
+// the last run (Archive when an operator without kopia recorded it), or, for a PVCBackup that
+// has not run yet, Archive when its prefix holds archives and Kopia otherwise. Upgrading the
+// operator thus never turns an existing archive PVCBackup into one that needs a password it was
+// never given, and a failed run (which leaves no backup to tell) never switches engines.
 func (r *PVCBackupReconciler) resolveEngine(ctx context.Context, s *scope) (storagev1.BackupEngine, error) {
 	pb := s.backup
 	if pb.Spec.Engine != "" {
 		return pb.Spec.Engine, nil
 	}
-	if last := pb.Status.LastRun; last != nil && last.Engine == "" {
-		return storagev1.EngineArchive, nil
+	if last := pb.Status.LastRun; last != nil {
+		if last.Engine == "" {
+			return storagev1.EngineArchive, nil
+		}
+		return last.Engine, nil
 	}
 	store, err := r.storeFor(ctx, s)
 	if err != nil {

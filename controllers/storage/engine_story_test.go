@@ -9,6 +9,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	storagev1 "github.com/okgoes/okgoes-operator/api/storage/v1"
@@ -184,5 +185,87 @@ func TestAnExistingArchivePVCBackupStaysArchive(t *testing.T) {
 	}
 	if e := envOf(w.job(older))[mover.EnvEngine]; e == mover.EngineKopia {
 		t.Fatal("older: the Job runs kopia")
+	}
+}
+
+// Right after an upgrade, a PVCBackup the previous operator left (spec and status acted on, no
+// status.engine) shows the engine of its next run at once, not only when that run starts: the
+// first reconcile of the new operator resolves it although no run is due and the spec did not
+// change.
+func TestEngineOfAnUpgradedPVCBackupShowsBeforeItsNextRun(t *testing.T) {
+	w := newWorld(t)
+	w.secret("no-password", map[string]string{"AWS_ACCESS_KEY_ID": w.minio.AccessKey, "AWS_SECRET_ACCESS_KEY": w.minio.SecretKey})
+	pb := w.kopiaBackup("upgraded", "0 0 1 1 *")
+	pb.Spec.S3.CredentialsSecretRef.Name = "no-password"
+	w.create(pb)
+	// What 0.3.0 wrote: the generation acted on, Ready, a last run without an engine.
+	done := pb.CreationTimestamp
+	pb.Status = storagev1.PVCBackupStatus{ObservedGeneration: pb.Generation,
+		LastRun: &storagev1.RunStatus{ID: "20260101T000000Z", Result: storagev1.RunSucceeded, ScheduledTime: done, StartTime: done, CompletionTime: done},
+		Conditions: []metav1.Condition{{Type: storagev1.ConditionReady, Status: metav1.ConditionTrue, Reason: ReasonScheduled,
+			Message: "next backup at 2027-01-01T00:00:00Z", ObservedGeneration: pb.Generation, LastTransitionTime: done}}}
+	w.must(k8s.Status().Update(testCtx, pb))
+	w.clock.Set(pb.CreationTimestamp.Add(time.Minute))
+	w.reconcile(pb)
+	if pb.Status.Engine != storagev1.EngineArchive {
+		t.Fatalf("status.engine = %q after the first reconcile of the new operator, want Archive", pb.Status.Engine)
+	}
+	if status, reason, msg := readyOf(pb); status != "True" || pb.Status.ActiveRun != nil || len(w.jobs()) != 0 {
+		t.Fatalf("Ready = %s %s %q, active run %+v, %d jobs; want Ready and nothing started", status, reason, msg, pb.Status.ActiveRun, len(w.jobs()))
+	}
+}
+
+// A failed run records the engine it ran with: a kopia PVCBackup whose run failed (a wrong
+// password, S3 down) stays kopia, rather than looking like a run of an operator without kopia,
+// which would turn its next run into an archive.
+func TestEngineOfAFailedKopiaRunIsRecorded(t *testing.T) {
+	w := newWorld(t)
+	pb := w.kopiaBackup("app", "0 * * * *")
+	w.create(pb)
+	first := pb.CreationTimestamp.Time.Truncate(time.Hour)
+	w.clock.Set(first.Add(time.Hour + time.Minute))
+	w.reconcile(pb)
+	w.finishJob(w.job(pb), false)
+	w.clock.Set(first.Add(time.Hour + 2*time.Minute))
+	w.reconcile(pb)
+	if last := pb.Status.LastRun; last == nil || last.Result != storagev1.RunFailed || last.Engine != storagev1.EngineKopia {
+		t.Fatalf("last run %+v; want a failed Kopia run", last)
+	}
+	w.clock.Set(first.Add(2*time.Hour + time.Minute))
+	w.reconcile(pb)
+	if run := pb.Status.ActiveRun; run == nil || run.Engine != storagev1.EngineKopia || pb.Status.Engine != storagev1.EngineKopia {
+		t.Fatalf("the run after a failed kopia run: %+v, status.engine %q; want Kopia", run, pb.Status.Engine)
+	}
+	if e := envOf(w.job(pb))[mover.EnvEngine]; e != mover.EngineKopia {
+		t.Fatalf("the run after a failed kopia run has %s=%q", mover.EnvEngine, e)
+	}
+}
+
+// A PVCBackup of an operator without kopia whose runs all failed (its prefix holds no archive)
+// stays Archive when its first run after the upgrade fails too: the engine of the last run
+// decides, not the absence of archives.
+func TestEngineOfAnUpgradedPVCBackupSurvivesAFailedRun(t *testing.T) {
+	w := newWorld(t)
+	w.secret("no-password", map[string]string{"AWS_ACCESS_KEY_ID": w.minio.AccessKey, "AWS_SECRET_ACCESS_KEY": w.minio.SecretKey})
+	pb := w.kopiaBackup("failing", "0 * * * *")
+	pb.Spec.S3.CredentialsSecretRef.Name = "no-password"
+	w.create(pb)
+	first := pb.CreationTimestamp.Time.Truncate(time.Hour)
+	pb.Status.LastRun = &storagev1.RunStatus{ID: "20260101T000000Z", Result: storagev1.RunFailed, Message: "made by 0.3.0",
+		ScheduledTime: pb.CreationTimestamp, StartTime: pb.CreationTimestamp, CompletionTime: pb.CreationTimestamp}
+	w.must(k8s.Status().Update(testCtx, pb))
+	for i := 1; i <= 2; i++ {
+		w.clock.Set(first.Add(time.Duration(i)*time.Hour + time.Minute))
+		w.reconcile(pb)
+		if run := pb.Status.ActiveRun; run == nil || run.Engine != storagev1.EngineArchive || envOf(w.job(pb))[mover.EnvEngine] == mover.EngineKopia {
+			status, reason, msg := readyOf(pb)
+			t.Fatalf("run %d: %+v, Ready = %s %s %q; want an archive run", i, run, status, reason, msg)
+		}
+		w.finishJob(w.job(pb), false)
+		w.clock.Set(first.Add(time.Duration(i)*time.Hour + 2*time.Minute))
+		w.reconcile(pb)
+		if last := pb.Status.LastRun; last.Result != storagev1.RunFailed || last.Engine != storagev1.EngineArchive {
+			t.Fatalf("run %d: last run %+v; want a failed Archive run", i, last)
+		}
 	}
 }

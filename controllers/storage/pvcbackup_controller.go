@@ -326,6 +326,11 @@ func (r *PVCBackupReconciler) reconcileVerify(ctx context.Context, s *scope) (ve
 func (r *PVCBackupReconciler) finishRun(ctx context.Context, s *scope, rec storagev1.RunStatus) error {
 	pb, run := s.backup, s.backup.Status.ActiveRun
 	rec.ID, rec.ScheduledTime, rec.StartTime, rec.Manual = run.ID, run.ScheduledTime, run.StartTime, run.Manual
+	if rec.Engine == "" {
+		// A failed run has no manifest to tell: it ran with the engine it started with. Left
+		// empty, it would read as a run of an operator without kopia (resolveEngine: Archive).
+		rec.Engine = run.Engine
+	}
 	rec.CompletionTime = metav1.NewTime(s.now)
 	rec.Duration = s.now.Sub(run.StartTime.Time).Round(time.Second).String()
 	rec.Message = truncate(rec.Message, 2048)
@@ -413,10 +418,11 @@ func (r *PVCBackupReconciler) reconcileNextRun(ctx context.Context, s *scope) er
 	start := pb.Status.ActiveRun == nil && (d.Run != nil || manual)
 	if pb.Status.ActiveRun == nil {
 		// Everything a run needs must be there, checked now rather than by a failing pod: the
-		// PVC and Secret on every reconcile (cheap reads), the bucket when a run is due or the
-		// spec changed. Until it is, a due tick stays due (and runs late, within
-		// startingDeadlineSeconds).
-		checkBucket := start || pb.Status.ObservedGeneration != pb.Generation || s3Trouble(pb)
+		// PVC and Secret on every reconcile (cheap reads), the bucket when a run is due, the
+		// spec changed, or status.engine is not resolved yet (a PVCBackup an operator without
+		// kopia wrote: its engine shows right after the upgrade, not at its next run). Until it
+		// is, a due tick stays due (and runs late, within startingDeadlineSeconds).
+		checkBucket := start || pb.Status.ObservedGeneration != pb.Generation || s3Trouble(pb) || pb.Status.Engine == ""
 		if err := r.checkDependencies(ctx, s, checkBucket); err != nil {
 			return err
 		}

@@ -3,11 +3,14 @@ package upgrade
 import (
 	"testing"
 
+	"go.uber.org/zap/zapcore"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/okgoes/okgoes-operator/internal/testenv"
 )
@@ -18,6 +21,9 @@ import (
 // register, and the repository root the stories read manifests and releases from.
 func startAPIServer(t *testing.T, adds ...func(*runtime.Scheme) error) (*envtest.Environment, client.Client, string) {
 	t.Helper()
+	// envtest's own log (WaitForCRDs): warnings and errors only, and no "SetLogger was never
+	// called" stack trace in the test output.
+	log.SetLogger(zap.New(zap.UseDevMode(true), zap.Level(zapcore.WarnLevel)))
 	root, err := testenv.RepoRoot()
 	if err != nil {
 		t.Fatal(err)

@@ -1,7 +1,9 @@
 // Package upgrade is the upgrade story of docs/upgrades.md, played on a real API server with the
 // real managers of each release: 0.1.0 (built from its git tag) and the current one (0.2.0 and
 // 0.3.0 run the same manager; they differ in the CRD's storage version). CRDs are applied before
-// the manager that needs them, as OLM does.
+// the manager that needs them, as OLM does. The storage story (storage_upgrade_test.go) builds the
+// 0.3.0 manager, the last without the kopia engine, from git and hands its PVCBackups to the
+// current manager.
 package upgrade
 
 import (
@@ -26,6 +28,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -56,37 +59,16 @@ type story struct {
 }
 
 func TestUpgradeStory(t *testing.T) {
-	env, k8s, root := startAPIServer(t, cachev1alpha1.AddToScheme, cachev1beta1.AddToScheme)
-	// The managers run as a user holding only what each release grants its ServiceAccount (see
-	// grant), so a permission a release forgot fails here, as it would under OLM.
-	user, err := env.AddUser(envtest.User{Name: managerUser}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kc, err := user.KubeConfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	kubecfg := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := os.WriteFile(kubecfg, kc, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	s := &story{t: t, ctx: context.Background(), root: root, k8s: k8s, env: env, kubecfg: kubecfg, ns: "default"}
+	s := newStory(t, cachev1alpha1.AddToScheme, cachev1beta1.AddToScheme)
 
-	step := func(name string) func() {
-		start := time.Now()
-		t.Logf("step: %s", name)
-		return func() { t.Logf("step done in %s: %s", time.Since(start).Round(time.Millisecond), name) }
-	}
-
-	done := step("build the 0.1.0 manager (git " + firstReleaseRef + ") and the current manager")
+	done := step(t, "build the 0.1.0 manager (git "+firstReleaseRef+") and the current manager")
 	oldBin := s.buildRelease(firstReleaseRef)
 	newBin := s.buildCurrent()
 	done()
 
-	done = step("0.1.0: install its CRDs and manager; create caches at v1alpha1; they become Ready")
+	done = step(t, "0.1.0: install its CRDs and manager; create caches at v1alpha1; they become Ready")
 	s.applyCRDs("releases/0.1.0/manifests")
-	old := s.startManager("0.1.0", oldBin)
+	old := s.startManager("0.1.0", "releases/0.1.0/manifests", oldBin)
 	s.createAlpha("a", cachev1alpha1.EvictionAllKeysLFU)
 	s.createAlpha("b", cachev1alpha1.EvictionVolatileTTL)
 	a1 := s.waitReady("a", 1)
@@ -94,7 +76,7 @@ func TestUpgradeStory(t *testing.T) {
 	podTemplateA := s.podTemplate("a")
 	done()
 
-	done = step("0.2.0 CRDs applied first (v1beta1 served, storage v1alpha1, webhook not up yet): the 0.1.0 manager keeps working")
+	done = step(t, "0.2.0 CRDs applied first (v1beta1 served, storage v1alpha1, webhook not up yet): the 0.1.0 manager keeps working")
 	s.applyCRDs("releases/0.2.0/manifests")
 	s.patchAlphaPolicy("b", cachev1alpha1.EvictionNoEviction)
 	s.waitReady("b", 2)
@@ -102,9 +84,9 @@ func TestUpgradeStory(t *testing.T) {
 	s.waitReady("d", 1)
 	done()
 
-	done = step("0.2.0 manager takes over (leader election): objects converge with nothing lost and no rollout")
+	done = step(t, "0.2.0 manager takes over (leader election): objects converge with nothing lost and no rollout")
 	port := s.freePort()
-	current := s.startManager("0.2.0", newBin, s.webhookArgs(port)...)
+	current := s.startManager("0.2.0", "releases/0.2.0/manifests", newBin, s.webhookArgs(port)...)
 	old.stop()
 	s.waitWebhook()
 	aBeta := s.getBeta("a")
@@ -137,9 +119,9 @@ func TestUpgradeStory(t *testing.T) {
 	}
 	done()
 
-	done = step("roll the manager back to 0.1.0 (0.2.0 CRDs stay): it still reconciles and keeps v1beta1-only fields")
+	done = step(t, "roll the manager back to 0.1.0 (0.2.0 CRDs stay): it still reconciles and keeps v1beta1-only fields")
 	current.stop()
-	old = s.startManager("0.1.0-rollback", oldBin)
+	old = s.startManager("0.1.0-rollback", "releases/0.1.0/manifests", oldBin)
 	s.patchAlphaPolicy("a", cachev1alpha1.EvictionAllKeysLRU)
 	s.waitReady("a", 2)
 	s.patchAlphaPolicy("c", cachev1alpha1.EvictionVolatileRandom)
@@ -149,10 +131,10 @@ func TestUpgradeStory(t *testing.T) {
 	}
 	done()
 
-	done = step("0.3.0 CRDs (storage v1beta1) first, then the 0.3.0 manager: stored objects migrated, storedVersions trimmed")
+	done = step(t, "0.3.0 CRDs (storage v1beta1) first, then the 0.3.0 manager: stored objects migrated, storedVersions trimmed")
 	s.applyCRDs("releases/0.3.0/manifests")
 	port = s.freePort()
-	current = s.startManager("0.3.0", newBin, s.webhookArgs(port)...)
+	current = s.startManager("0.3.0", "releases/0.3.0/manifests", newBin, s.webhookArgs(port)...)
 	old.stop()
 	s.waitWebhook()
 	s.eventually(60*time.Second, func() error {
@@ -171,7 +153,7 @@ func TestUpgradeStory(t *testing.T) {
 	}
 	done()
 
-	done = step("proof: a future release may now drop v1alpha1 entirely, and every object still reads")
+	done = step(t, "proof: a future release may now drop v1alpha1 entirely, and every object still reads")
 	crd := s.crd()
 	crd.Spec.Versions = slices.DeleteFunc(crd.Spec.Versions, func(v apiextensionsv1.CustomResourceDefinitionVersion) bool { return v.Name == "v1alpha1" })
 	crd.Spec.Conversion = &apiextensionsv1.CustomResourceConversion{Strategy: apiextensionsv1.NoneConverter}
@@ -195,6 +177,39 @@ func TestUpgradeStory(t *testing.T) {
 	}
 	current.stop()
 	done()
+}
+
+// newStory starts the API server (its client's scheme knows the types adds register) and the
+// user the managers run as: one holding only what each release grants its ServiceAccount (see
+// grant), so a permission a release forgot fails here, as it would under OLM.
+func newStory(t *testing.T, adds ...func(*runtime.Scheme) error) *story {
+	t.Helper()
+	env, k8s, root := startAPIServer(t, adds...)
+	user, err := env.AddUser(envtest.User{Name: managerUser}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kc, err := user.KubeConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubecfg := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(kubecfg, kc, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return &story{t: t, ctx: context.Background(), root: root, k8s: k8s, env: env, kubecfg: kubecfg, ns: "default"}
+}
+
+// step logs the start of a step of a story and returns the function that logs its end and
+// how long it took.
+func step(t *testing.T, name string) func() {
+	t.Helper()
+	start := time.Now()
+	t.Logf("step: %s", name)
+	return func() {
+		t.Helper()
+		t.Logf("step done in %s: %s", time.Since(start).Round(time.Millisecond), name)
+	}
 }
 
 // --- managers ---
@@ -243,8 +258,10 @@ func (s *story) webhookArgs(port string) []string {
 		"--webhook-url=https://localhost:" + port + "/convert", "--webhook-cert-dir=" + s.t.TempDir()}
 }
 
-func (s *story) startManager(name, bin string, extra ...string) *manager {
-	s.grant(strings.TrimSuffix(name, "-rollback"), slices.Contains(extra, "--webhook-certs=self-signed"))
+// startManager runs bin as the manager called name, holding the RBAC of the CSV in manifests (a
+// directory of the repository: a release's, or bundle/manifests for the current manager).
+func (s *story) startManager(name, manifests, bin string, extra ...string) *manager {
+	s.grant(manifests, slices.Contains(extra, "--webhook-certs=self-signed"))
 	m := &manager{t: s.t, name: name, log: filepath.Join(s.t.TempDir(), name+".log"), done: make(chan struct{})}
 	logFile, err := os.Create(m.log)
 	if err != nil {
@@ -295,11 +312,11 @@ func tail(b []byte, n int) string {
 }
 
 // grant gives managerUser exactly the permissions of a release: the clusterPermissions and
-// permissions of its CSV (what OLM grants the ServiceAccount), plus, for a manager that makes
-// its own webhook certificate, the rules of config/webhook (what make deploy adds). It replaces
-// whatever an earlier release granted.
-func (s *story) grant(release string, selfSigned bool) {
-	data, err := os.ReadFile(filepath.Join(s.root, "releases", release, "manifests", "okgoes-operator.clusterserviceversion.yaml"))
+// permissions of the CSV in manifests (what OLM grants the ServiceAccount), plus, for a manager
+// that makes its own webhook certificate, the rules of config/webhook (what make deploy adds). It
+// replaces whatever an earlier release granted.
+func (s *story) grant(manifests string, selfSigned bool) {
+	data, err := os.ReadFile(filepath.Join(s.root, manifests, "okgoes-operator.clusterserviceversion.yaml"))
 	if err != nil {
 		s.t.Fatal(err)
 	}
@@ -360,7 +377,7 @@ func (s *story) grant(release string, selfSigned bool) {
 			s.t.Fatal(err)
 		}
 	}
-	s.t.Logf("granted the RBAC of release %s (self-signed webhook: %v): %d cluster rules, %d namespaced", release, selfSigned, len(cluster), len(namespaced))
+	s.t.Logf("granted the RBAC of %s (self-signed webhook: %v): %d cluster rules, %d namespaced", manifests, selfSigned, len(cluster), len(namespaced))
 }
 
 // --- the API server side ---
