@@ -97,13 +97,14 @@ func TestKopiaBackupIsIncrementalEncryptedAndRestoresExactly(t *testing.T) {
 		randomFile(t, filepath.Join(src, "data", "f"+string(rune('a'+i))), 1<<20, byte(i))
 	}
 	randomFile(t, filepath.Join(src, "small.txt"), 100, 99)
+	randomFile(t, filepath.Join(src, "same.txt"), 100, 99) // one object in kopia, two files
 	os.Symlink("data/fa", filepath.Join(src, "link"))
 	os.Mkdir(filepath.Join(src, "empty"), 0o700)
 	e, _, s3 := kopiaSetup(t, src)
 	ctx := context.Background()
 
 	first := RunBackup(ctx, e.get, "test")
-	if !first.Succeeded() || first.SnapshotID == "" || first.Files != 21 || first.RepositoryBytes < 20<<20 {
+	if !first.Succeeded() || first.SnapshotID == "" || first.Files != 22 || first.RepositoryBytes < 20<<20 {
 		t.Fatalf("first backup = %+v", first)
 	}
 	if first.Maintenance != "full" || first.LastFullMaintenance == nil || first.MaintenanceError != "" {
@@ -111,11 +112,11 @@ func TestKopiaBackupIsIncrementalEncryptedAndRestoresExactly(t *testing.T) {
 	}
 	m := readManifestObject(t, s3, e[EnvManifestKey])
 	if m.Engine != EngineKopia || m.Kopia.SnapshotID != first.SnapshotID || m.Kopia.Repository != "ns/app/kopia" ||
-		m.Kopia.Source != "ns/data" || m.ContentBytes != 20<<20+100 || m.Symlinks != 1 {
+		m.Kopia.Source != "ns/data" || m.ContentBytes != 20<<20+200 || m.Symlinks != 1 {
 		t.Errorf("manifest = %+v, kopia %+v", m, m.Kopia)
 	}
 	var p Progress
-	if err := json.Unmarshal(get(t, s3, e[EnvProgressKey]), &p); err != nil || p.HashedBytes < 20<<20+100 || p.UploadedBytes != first.Bytes {
+	if err := json.Unmarshal(get(t, s3, e[EnvProgressKey]), &p); err != nil || p.HashedBytes < 20<<20+200 || p.UploadedBytes != first.Bytes {
 		t.Errorf("progress report = %+v (%v): the final report counts every byte hashed and uploaded", p, err)
 	}
 
@@ -144,12 +145,12 @@ func TestKopiaBackupIsIncrementalEncryptedAndRestoresExactly(t *testing.T) {
 	t.Logf("first backup uploaded %d bytes, second %d; repository %d -> %d bytes", first.Bytes, second.Bytes, first.RepositoryBytes, second.RepositoryBytes)
 
 	// Verify, then restore the second backup into an empty volume.
-	if res := RunVerify(ctx, e.get); !res.Succeeded() || res.SnapshotID != second.SnapshotID || res.Files != 21 {
+	if res := RunVerify(ctx, e.get); !res.Succeeded() || res.SnapshotID != second.SnapshotID || res.Files != 22 {
 		t.Errorf("verify = %+v", res)
 	}
 	e[EnvTargetDir] = t.TempDir()
 	res := RunRestore(ctx, e.get)
-	if !res.Succeeded() || res.Files != 21 || res.Bytes != 20<<20+100 {
+	if !res.Succeeded() || res.Files != 22 || res.Bytes != 20<<20+200 {
 		t.Fatalf("restore = %+v", res)
 	}
 	sameTree(t, src, e[EnvTargetDir])
