@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
 	"path/filepath"
+	"syscall"
 
+	"github.com/kopia/kopia/fs"
 	"github.com/kopia/kopia/repo"
 	"github.com/kopia/kopia/repo/blob"
 	"github.com/kopia/kopia/repo/manifest"
@@ -62,7 +65,7 @@ func (r *Repo) Restore(ctx context.Context, snapshotID, targetDir string) (Resto
 	cancel := make(chan struct{})
 	stop := context.AfterFunc(ctx, func() { close(cancel) })
 	defer stop()
-	st, err := restore.Entry(ctx, r.rep, out, root, restore.Options{
+	st, err := restore.Entry(ctx, r.rep, volumeOutput{out}, root, restore.Options{
 		RestoreDirEntryAtDepth: math.MaxInt32, // full depth
 		// kopia restores one file at a time by default; each file waits on S3 round trips, so a
 		// tree of small files restores several times faster with several in flight.
@@ -135,4 +138,33 @@ func (r *Repo) load(ctx context.Context, id string) (*snapshot.Manifest, error) 
 		return nil, fmt.Errorf("%w: %s is incomplete (%s)", ErrSnapshotNotFound, id, man.IncompleteReason)
 	}
 	return man, nil
+}
+
+// volumeOutput is kopia's FilesystemOutput for a target that may be a mount point: after the
+// root directory, kopia removes a leftover shallow-restore placeholder next to it ("<target>.kopia-entry"),
+// in the parent directory, which for a volume is the mover's read-only root filesystem (EROFS:
+// found on real pods). A restore here never writes placeholders, so the root's attributes are
+// set without that step.
+type volumeOutput struct {
+	*restore.FilesystemOutput
+}
+
+func (o volumeOutput) FinishDirectory(ctx context.Context, relativePath string, e fs.Directory) error {
+	if relativePath != "" {
+		return o.FilesystemOutput.FinishDirectory(ctx, relativePath, e) //nolint:wrapcheck // kopia's own
+	}
+	path := o.TargetPath
+	ignore := func(err error) error {
+		if err != nil && (errors.Is(err, os.ErrPermission) || errors.Is(err, syscall.EPERM)) {
+			return nil // a non-root mover may not own the volume's root; its files are what matters
+		}
+		return err
+	}
+	if err := ignore(os.Chmod(path, e.Mode()&fs.ModBits)); err != nil {
+		return fmt.Errorf("set the mode of %s: %w", path, err)
+	}
+	if err := ignore(os.Chtimes(path, e.ModTime(), e.ModTime())); err != nil {
+		return fmt.Errorf("set the times of %s: %w", path, err)
+	}
+	return nil
 }

@@ -49,7 +49,9 @@ spec:
   verify: true
 `, ns, s3.bucket, s3.endpoint, s3.secret))
 	must(t, k8s.Create(ctx, backup))
-	waitRun := func(trigger string) map[string]any {
+	// waitRun waits for the run of trigger to be recorded: a run other than previous (the
+	// trigger is recorded when its run starts, while lastRun still holds the one before).
+	waitRun := func(trigger, previous string) map[string]any {
 		var lastRun map[string]any
 		eventually(t, "kopia backup run "+trigger, 5*time.Minute, func() (bool, string) {
 			got := get(t, backup)
@@ -58,11 +60,11 @@ spec:
 				t.Fatalf("backup failed:\n%s", statusJSON(got))
 			}
 			return str(got, "status", "lastManualTrigger") == trigger && str(got, "status", "lastRun", "result") == "Succeeded" &&
-				lastRun["verified"] != nil, statusJSON(got)
+				str(got, "status", "lastRun", "id") != previous && lastRun["verified"] != nil, statusJSON(got)
 		})
 		return lastRun
 	}
-	first := waitRun("e2e-1")
+	first := waitRun("e2e-1", "")
 	got := get(t, backup)
 	if first["engine"] != "Kopia" || first["snapshotID"] == nil || first["verified"] != true {
 		t.Fatalf("first run: %v", first)
@@ -103,7 +105,7 @@ spec:
 		vols, mounts := claimVolume("data", false)
 		runPod(t, ns, "change-one-file", "echo changed >> '/data/tree/with space/hello world.txt'", vols, mounts)
 		must(t, k8s.Patch(ctx, backup, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"trigger":{"manual":"e2e-2"}}}`))))
-		second := waitRun("e2e-2")
+		second := waitRun("e2e-2", fmt.Sprint(first["id"]))
 		b1, _ := strconv.ParseInt(fmt.Sprint(first["bytes"]), 10, 64)
 		b2, _ := strconv.ParseInt(fmt.Sprint(second["bytes"]), 10, 64)
 		t.Logf("uploaded: first backup %d bytes, second %d bytes", b1, b2)
