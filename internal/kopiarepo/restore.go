@@ -70,7 +70,7 @@ func (r *Repo) Restore(ctx context.Context, snapshotID, targetDir string) (Resto
 		// kopia restores one file at a time by default; each file waits on S3 round trips, so a
 		// tree of small files restores several times faster with several in flight.
 		Parallel: RestoreParallelism,
-		Cancel:                 cancel,
+		Cancel:   cancel,
 	})
 	if ctx.Err() != nil {
 		return RestoreStats{}, ctx.Err()
