@@ -1,0 +1,191 @@
+// Command engines benchmarks the mover's kopia engine against restic (Debian's `restic`) on the
+// datasets of issue 12, with one MinIO (bin/minio) on loopback for both. For each dataset it runs,
+// interleaved: the mover's first backup, restic's first backup, a rewrite of 1 % of the files,
+// both second backups, a mover restore and a restic restore into empty directories, each
+// restored tree checked against the source (content and mode). Every engine runs as a child
+// process, so that its peak RSS is the kernel's ru_maxrss of that process.
+//
+//	go run ./bench/engines -scale 0.1                      # a quick run
+//	go run ./bench/engines -datasets random-1MiB,small-4KiB,logs
+//	go run ./bench/engines -datasets million-1KiB -restore=false
+//
+// The results are appended to -out (JSON) and printed as Markdown tables.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"log"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/minio/minio-go/v7"
+)
+
+const (
+	bucket         = "bench"
+	resticPassword = "bench-restic-password"
+	kopiaPassword  = "bench-kopia-password"
+)
+
+type flags struct {
+	scale      float64
+	datasets   string
+	workDir    string
+	keep       bool
+	manager    string
+	minio      string
+	restic     string
+	withRestic bool
+	restore    bool
+	moverEnv   string
+	out        string
+	note       string
+}
+
+// run is the JSON record of one invocation.
+type run struct {
+	Date          time.Time        `json:"date"`
+	Command       string           `json:"command"`
+	Note          string           `json:"note,omitempty"`
+	Scale         float64          `json:"scale"`
+	MoverEnv      []string         `json:"moverEnv,omitempty"`
+	ResticVersion string           `json:"resticVersion,omitempty"`
+	GoVersion     string           `json:"goVersion"`
+	CPUs          int              `json:"cpus"`
+	Datasets      []datasetResults `json:"datasets"`
+}
+
+type datasetResults struct {
+	Name      string                 `json:"name"`
+	Files     int                    `json:"files"`
+	Bytes     int64                  `json:"bytes"`
+	Rewritten int                    `json:"rewrittenFiles"`
+	Generate  float64                `json:"generateSeconds"`
+	Steps     map[string]measurement `json:"steps"` // engine/step, e.g. "kopia/first-backup"
+	Identical map[string]string      `json:"identical,omitempty"`
+	Targets   []target               `json:"targets"`
+}
+
+type target struct {
+	What  string `json:"what"`
+	Value string `json:"value"`
+	Met   bool   `json:"met"`
+}
+
+func main() {
+	var f flags
+	flag.Float64Var(&f.scale, "scale", 1, "file counts of the datasets relative to the issue's (1 = 1 GiB, 200,000 and 1,000,000 files)")
+	flag.StringVar(&f.datasets, "datasets", "random-1MiB,small-4KiB,logs", "comma-separated datasets: random-1MiB, small-4KiB, logs, million-1KiB")
+	flag.StringVar(&f.workDir, "workdir", "", "directory for the datasets, restores, caches and MinIO's data (default: a new temporary directory)")
+	flag.BoolVar(&f.keep, "keep", false, "keep the work directory")
+	flag.StringVar(&f.manager, "manager", "", "manager binary (default: built from this module with CGO_ENABLED=0)")
+	flag.StringVar(&f.minio, "minio", "bin/minio", "MinIO server binary")
+	flag.StringVar(&f.restic, "restic", "restic", "restic binary")
+	flag.BoolVar(&f.withRestic, "with-restic", true, "run restic too")
+	flag.BoolVar(&f.restore, "restore", true, "run the restores")
+	flag.StringVar(&f.moverEnv, "mover-env", "", "comma-separated K=V added to the mover's environment (a knob to measure, e.g. GOMEMLIMIT=192MiB)")
+	flag.StringVar(&f.out, "out", filepath.Join("docs", "benchmarks", "engines-"+time.Now().UTC().Format("2006-01-02")+".json"), "JSON file the run is appended to")
+	flag.StringVar(&f.note, "note", "", "free text recorded with the run")
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := benchmark(ctx, f); err != nil {
+		log.Fatal(err)
+	}
+}
+
+func benchmark(ctx context.Context, f flags) error {
+	var all []dataset
+	for _, d := range datasets(f.scale) {
+		if slices.Contains(strings.Split(f.datasets, ","), d.name) {
+			all = append(all, d)
+		}
+	}
+	if len(all) == 0 {
+		return fmt.Errorf("no dataset named in %q", f.datasets)
+	}
+	work := f.workDir
+	if work == "" {
+		var err error
+		if work, err = os.MkdirTemp("", "bench-engines-"); err != nil {
+			return err
+		}
+	}
+	if !f.keep {
+		defer os.RemoveAll(work)
+	}
+	if f.manager == "" {
+		f.manager = filepath.Join(work, "manager")
+		log.Printf("building the manager into %s", f.manager)
+		build := exec.Command("go", "build", "-o", f.manager, ".")
+		build.Env = append(os.Environ(), "CGO_ENABLED=0")
+		build.Stdout, build.Stderr = os.Stderr, os.Stderr
+		if err := build.Run(); err != nil {
+			return fmt.Errorf("build the manager: %w", err)
+		}
+	}
+	r := run{Date: time.Now().UTC(), Command: strings.Join(os.Args, " "), Note: f.note, Scale: f.scale,
+		GoVersion: runtime.Version(), CPUs: runtime.NumCPU()}
+	if f.moverEnv != "" {
+		r.MoverEnv = strings.Split(f.moverEnv, ",")
+	}
+	if f.withRestic {
+		v, err := exec.Command(f.restic, "version").Output()
+		if err != nil {
+			return fmt.Errorf("%s version: %w (apt-get install -y restic)", f.restic, err)
+		}
+		r.ResticVersion = strings.TrimSpace(string(v))
+	}
+	s, err := startMinIO(f.minio, work)
+	if err != nil {
+		return err
+	}
+	defer s.stop()
+	if err := s.client.MakeBucket(ctx, bucket, minio.MakeBucketOptions{}); err != nil {
+		return err
+	}
+	for _, d := range all {
+		b := &bench{f: f, s: s, work: work, d: d}
+		res, err := b.run(ctx)
+		r.Datasets = append(r.Datasets, res)
+		printMarkdown(os.Stdout, res)
+		if err != nil {
+			_ = appendRun(f.out, r)
+			return fmt.Errorf("%s: %w", d.name, err)
+		}
+	}
+	return appendRun(f.out, r)
+}
+
+// appendRun adds r to the JSON array in path.
+func appendRun(path string, r run) error {
+	var runs []run
+	if raw, err := os.ReadFile(path); err == nil {
+		if err := json.Unmarshal(raw, &runs); err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	runs = append(runs, r)
+	raw, err := json.MarshalIndent(runs, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	log.Printf("results appended to %s", path)
+	return os.WriteFile(path, append(raw, '\n'), 0o644)
+}
