@@ -71,6 +71,10 @@ test: verify-generated verify-fmt vet k8s-assets ## Run all tests against a real
 k8s-assets: ## Build kube-apiserver, etcd, kubectl (bin/k8s), MinIO (bin/minio) and the kopia CLI (bin/kopia), only those missing.
 	hack/envtest-assets.sh
 
+.PHONY: bench-engines
+bench-engines: ## Benchmark the mover's kopia engine against restic (Debian's, apt-get install restic) on bin/minio; see docs/benchmarks.md. Quick run: BENCH_ENGINES_FLAGS='-scale 0.1'.
+	go run ./bench/engines $(BENCH_ENGINES_FLAGS)
+
 ##@ Build
 
 .PHONY: build
