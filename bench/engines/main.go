@@ -75,6 +75,7 @@ type datasetResults struct {
 	Steps     map[string]measurement `json:"steps"` // engine/step, e.g. "kopia/first-backup"
 	Identical map[string]string      `json:"identical,omitempty"`
 	Targets   []target               `json:"targets"`
+	Error     string                 `json:"error,omitempty"` // the run of the dataset stopped here
 }
 
 type target struct {
@@ -135,7 +136,7 @@ func benchmark(ctx context.Context, f flags) error {
 			return fmt.Errorf("build the manager: %w", err)
 		}
 	}
-	r := run{Date: time.Now().UTC(), Command: strings.Join(os.Args, " "), Note: f.note, Scale: f.scale,
+	r := run{Date: time.Now().UTC(), Command: strings.Join(append([]string{"go run ./bench/engines"}, os.Args[1:]...), " "), Note: f.note, Scale: f.scale,
 		GoVersion: runtime.Version(), CPUs: runtime.NumCPU()}
 	if f.moverEnv != "" {
 		r.MoverEnv = strings.Split(f.moverEnv, ",")
@@ -158,6 +159,9 @@ func benchmark(ctx context.Context, f flags) error {
 	for _, d := range all {
 		b := &bench{f: f, s: s, work: work, d: d}
 		res, err := b.run(ctx)
+		if err != nil {
+			res.Error = err.Error()
+		}
 		r.Datasets = append(r.Datasets, res)
 		printMarkdown(os.Stdout, res)
 		if err != nil {
