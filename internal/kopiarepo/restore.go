@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 	"syscall"
 
 	"github.com/kopia/kopia/fs"
@@ -23,6 +24,17 @@ const RestoreParallelism = 8
 
 // ErrSnapshotNotFound means no snapshot has the ID.
 var ErrSnapshotNotFound = errors.New("snapshot not found")
+
+// EnvRestoreParallelism overrides RestoreParallelism: a knob for bench/engines to measure other
+// values with, not a setting of the mover.
+const EnvRestoreParallelism = "KOPIAREPO_RESTORE_PARALLELISM"
+
+func restoreParallelism() int {
+	if n, err := strconv.Atoi(os.Getenv(EnvRestoreParallelism)); err == nil && n > 0 {
+		return n
+	}
+	return RestoreParallelism
+}
 
 // RestoreStats count what a restore wrote.
 type RestoreStats struct {
@@ -69,7 +81,7 @@ func (r *Repo) Restore(ctx context.Context, snapshotID, targetDir string) (Resto
 		RestoreDirEntryAtDepth: math.MaxInt32, // full depth
 		// kopia restores one file at a time by default; each file waits on S3 round trips, so a
 		// tree of small files restores several times faster with several in flight.
-		Parallel: RestoreParallelism,
+		Parallel: restoreParallelism(),
 		Cancel:   cancel,
 	})
 	if ctx.Err() != nil {
