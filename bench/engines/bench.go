@@ -112,7 +112,6 @@ func (b *bench) resticBackup(ctx context.Context, name string) error {
 func (b *bench) run(ctx context.Context) (datasetResults, error) {
 	d := b.d
 	b.res = datasetResults{Name: d.name, Files: d.files, Bytes: d.bytes(), Steps: map[string]measurement{}, Identical: map[string]string{}}
-	defer os.RemoveAll(filepath.Join(b.work, d.name))
 	start := time.Now()
 	log.Printf("%s: generating %d files of %d bytes", d.name, d.files, d.fileSize)
 	if err := d.generate(b.source()); err != nil {

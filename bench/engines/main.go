@@ -148,6 +148,10 @@ func benchmark(ctx context.Context, f flags) error {
 		}
 		r.ResticVersion = strings.TrimSpace(string(v))
 	}
+	earlier, err := earlierRuns(f.out)
+	if err != nil {
+		return err
+	}
 	s, err := startMinIO(f.minio, work)
 	if err != nil {
 		return err
@@ -164,25 +168,34 @@ func benchmark(ctx context.Context, f flags) error {
 		}
 		r.Datasets = append(r.Datasets, res)
 		printMarkdown(os.Stdout, res)
+		saveErr := saveRun(f.out, earlier, r) // before the slow removal of a million files
+		os.RemoveAll(filepath.Join(work, d.name))
 		if err != nil {
-			_ = appendRun(f.out, r)
 			return fmt.Errorf("%s: %w", d.name, err)
 		}
+		if saveErr != nil {
+			return saveErr
+		}
 	}
-	return appendRun(f.out, r)
+	return nil
 }
 
-// appendRun adds r to the JSON array in path.
-func appendRun(path string, r run) error {
+// earlierRuns reads the JSON array of runs in path, if any.
+func earlierRuns(path string) ([]run, error) {
 	var runs []run
 	if raw, err := os.ReadFile(path); err == nil {
 		if err := json.Unmarshal(raw, &runs); err != nil {
-			return fmt.Errorf("%s: %w", path, err)
+			return nil, fmt.Errorf("%s: %w", path, err)
 		}
 	} else if !errors.Is(err, os.ErrNotExist) {
-		return err
+		return nil, err
 	}
-	runs = append(runs, r)
+	return runs, nil
+}
+
+// saveRun writes the earlier runs and r (so far) into path.
+func saveRun(path string, earlier []run, r run) error {
+	runs := append(slices.Clip(earlier), r)
 	raw, err := json.MarshalIndent(runs, "", "  ")
 	if err != nil {
 		return err
@@ -190,6 +203,6 @@ func appendRun(path string, r run) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
-	log.Printf("results appended to %s", path)
+	log.Printf("results written to %s", path)
 	return os.WriteFile(path, append(raw, '\n'), 0o644)
 }
