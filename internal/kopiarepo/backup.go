@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -14,6 +15,7 @@ import (
 	"github.com/kopia/kopia/fs"
 	"github.com/kopia/kopia/fs/localfs"
 	"github.com/kopia/kopia/repo"
+	"github.com/kopia/kopia/repo/compression"
 	"github.com/kopia/kopia/snapshot"
 	"github.com/kopia/kopia/snapshot/policy"
 	"github.com/kopia/kopia/snapshot/upload"
@@ -107,6 +109,9 @@ func (r *Repo) Backup(ctx context.Context, dir string, opts BackupOptions) (Snap
 		FlushOnFailure: true,
 	}, func(wctx context.Context, w repo.RepositoryWriter) error {
 		if err := ensureKeepAllPolicy(wctx, w, si); err != nil {
+			return err
+		}
+		if err := compressionKnob(wctx, w, si); err != nil {
 			return err
 		}
 		tree, err := policy.TreeForSource(wctx, w, si)
@@ -210,6 +215,24 @@ func ensureKeepAllPolicy(ctx context.Context, w repo.RepositoryWriter, si snapsh
 		return fmt.Errorf("set the policy of %s: %w", si.Path, err)
 	}
 	return nil
+}
+
+// EnvCompression names a kopia compressor (zstd-fastest, s2-default, ...) for the source's
+// policy: a knob for bench/engines to measure compression with, not a setting of the mover,
+// whose backups are not compressed.
+const EnvCompression = "KOPIAREPO_COMPRESSION"
+
+func compressionKnob(ctx context.Context, w repo.RepositoryWriter, si snapshot.SourceInfo) error {
+	name := os.Getenv(EnvCompression)
+	if name == "" {
+		return nil
+	}
+	p, err := policy.GetDefinedPolicy(ctx, w, si)
+	if err != nil {
+		return fmt.Errorf("policy of %s: %w", si.Path, err)
+	}
+	p.CompressionPolicy.CompressorName = compression.Name(name)
+	return policy.SetPolicy(ctx, w, si, p)
 }
 
 func keepsAll(rp policy.RetentionPolicy) bool {
