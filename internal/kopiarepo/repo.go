@@ -226,14 +226,23 @@ func cachingOptions(dir string, limit int64) content.CachingOptions {
 		limit = DefaultCacheLimitBytes
 	}
 	half := limit / 2
+	contents := half
+	if os.Getenv(EnvNoContentCache) != "" {
+		contents = 0
+	}
 	return content.CachingOptions{
 		CacheDirectory:              dir,
-		ContentCacheSizeBytes:       half,
-		ContentCacheSizeLimitBytes:  half,
+		ContentCacheSizeBytes:       contents,
+		ContentCacheSizeLimitBytes:  contents,
 		MetadataCacheSizeBytes:      half,
 		MetadataCacheSizeLimitBytes: half,
 	}
 }
+
+// EnvNoContentCache, when set, turns off the cache of data contents (metadata stays cached): a
+// knob for bench/engines to measure a restore of many small files with, not a setting of the
+// mover.
+const EnvNoContentCache = "KOPIAREPO_NO_CONTENT_CACHE"
 
 // kopiaContext carries the logger, which kopia takes from the context.
 func (r *Repo) kopiaContext(ctx context.Context) context.Context {
