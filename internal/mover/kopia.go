@@ -201,8 +201,8 @@ func sweep(ctx context.Context, r *kopiarepo.Repo, store KopiaStore, source, kee
 	return errors.Join(errs...)
 }
 
-// activity is the kopia engine's idle watchdog: kopia talks to S3 itself, so the mover cannot
-// watch its bytes; it watches the progress kopia reports instead.
+// activity is the idle watchdog of a backup: the archive engine touches it for every byte sent
+// to S3; kopia talks to S3 itself, so for it the mover watches the progress kopia reports.
 type activity struct {
 	last  atomic.Int64 // unix nanoseconds of the last change
 	count atomic.Int64

@@ -177,25 +177,7 @@ func upErrOrClosed(err error) error {
 // watchIdle returns the progress reader of an upload and cancels ctx with errStalled when it has
 // not been read for idle. It stops when ctx ends.
 func watchIdle(ctx context.Context, idle time.Duration, cancel context.CancelCauseFunc) *progressReader {
-	p := &progressReader{}
-	p.last.Store(time.Now().UnixNano())
-	tick := min(idle/4, time.Second)
-	go func() {
-		t := time.NewTicker(tick)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				if time.Since(time.Unix(0, p.last.Load())) > idle {
-					cancel(errStalled)
-					return
-				}
-			}
-		}
-	}()
-	return p
+	return &progressReader{activity: watchActivity(ctx, idle, cancel)}
 }
 
 // reportUploaded feeds the bytes an archive upload sent to the reporter, once a second, until
@@ -222,13 +204,13 @@ func reportUploaded(reporter *progressReporter, sent *progressReader) func() {
 
 // progressReader is minio-go's progress hook: it is "read" as many bytes as were sent.
 type progressReader struct {
-	last atomic.Int64 // unix nanoseconds of the last progress
+	*activity
 	sent atomic.Int64
 }
 
 func (p *progressReader) Read(b []byte) (int, error) {
 	p.sent.Add(int64(len(b)))
-	p.last.Store(time.Now().UnixNano())
+	p.touch(-1)
 	return len(b), nil
 }
 
