@@ -87,10 +87,7 @@ func openRepo(ctx context.Context, cfg objectstore.Config, opts KopiaOptions, no
 func BackupKopia(ctx context.Context, store KopiaStore, cfg objectstore.Config, job BackupJob, now func() time.Time) (archive.Manifest, kopiaBackup, error) {
 	start := now()
 	var out kopiaBackup
-	idle := job.IdleTimeout
-	if idle <= 0 {
-		idle = DefaultIdleTimeout
-	}
+	idle := job.idleTimeout()
 	uctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	act := watchActivity(uctx, idle, cancel)

@@ -98,6 +98,14 @@ type BackupJob struct {
 	ProgressEvery time.Duration
 }
 
+// idleTimeout is IdleTimeout, or DefaultIdleTimeout when unset.
+func (j BackupJob) idleTimeout() time.Duration {
+	if j.IdleTimeout <= 0 {
+		return DefaultIdleTimeout
+	}
+	return j.IdleTimeout
+}
+
 // errStalled is the cause of a context the idle watchdog cancelled.
 var errStalled = errors.New("S3 stalled")
 
@@ -107,10 +115,7 @@ var errStalled = errors.New("S3 stalled")
 // StorageStalled) or a stop request (Interrupted).
 func Backup(ctx context.Context, store ObjectStore, job BackupJob, now func() time.Time) (archive.Manifest, error) {
 	start := now()
-	idle := job.IdleTimeout
-	if idle <= 0 {
-		idle = DefaultIdleTimeout
-	}
+	idle := job.idleTimeout()
 	uctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	progress := watchIdle(uctx, idle, cancel)
