@@ -1,7 +1,9 @@
 package kopiarepo
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -12,6 +14,7 @@ import (
 	"github.com/kopia/kopia/repo/blob"
 	"github.com/kopia/kopia/repo/blob/s3"
 	"github.com/kopia/kopia/repo/content"
+	"github.com/kopia/kopia/repo/format"
 	"github.com/kopia/kopia/repo/logging"
 	"github.com/kopia/kopia/repo/maintenance"
 	"github.com/kopia/kopia/snapshot/policy"
@@ -71,16 +74,19 @@ type Options struct {
 // Repo is an open repository. Its methods may be called concurrently, except Maintenance with
 // SafetyNone, which must be the only writer to the repository.
 type Repo struct {
-	rep           repo.Repository
-	workDir       string
-	removeWorkDir bool
-	logger        *zap.Logger
+	rep     repo.Repository
+	workDir string
+	// contentCacheBytes is the size of kopia's cache of data contents (0: none).
+	contentCacheBytes int64
+	removeWorkDir     bool
+	logger            *zap.Logger
 }
 
 // Open opens the repository under the prefix, creating it when the prefix is empty. A wrong
 // password gives ErrWrongPassword, a prefix holding other objects ErrNotARepository.
 func Open(ctx context.Context, cfg S3Config, password string, opts Options) (_ *Repo, err error) {
-	r := &Repo{workDir: opts.CacheDir, logger: opts.Logger}
+	r := &Repo{workDir: opts.CacheDir, logger: opts.Logger,
+		contentCacheBytes: cachingOptions("", opts.CacheLimitBytes).ContentCacheSizeBytes}
 	if r.workDir == "" {
 		if r.workDir, err = os.MkdirTemp("", "kopiarepo-"); err != nil {
 			return nil, err
@@ -104,10 +110,7 @@ func Open(ctx context.Context, cfg S3Config, password string, opts Options) (_ *
 
 	configFile := filepath.Join(r.workDir, configFileName)
 	connect := func() error {
-		return repo.Connect(ctx, configFile, st, password, &repo.ConnectOptions{
-			ClientOptions:  repo.ClientOptions{Username: ClientUser, Hostname: ClientHost},
-			CachingOptions: cachingOptions(filepath.Join(r.workDir, cacheSubdir), opts.CacheLimitBytes),
-		})
+		return writeConnection(ctx, configFile, st, cachingOptions(filepath.Join(r.workDir, cacheSubdir), opts.CacheLimitBytes))
 	}
 	created := false
 	err = connect()
@@ -147,6 +150,44 @@ func (r *Repo) Close(ctx context.Context) error {
 	}
 	return err
 }
+
+// writeConnection writes kopia's connection file for the repository in st, as repo.Connect does,
+// without repo.Connect's check that the password opens it: that check is a whole repo.Open
+// (deriving the key with scrypt, ~0.4 s of CPU here, and reading the indexes), and Open opens
+// the repository right after anyway, failing there on a wrong password. It reports
+// repo.ErrRepositoryNotInitialized when st holds no repository.
+func writeConnection(ctx context.Context, configFile string, st blob.Storage, caching content.CachingOptions) error {
+	var formatBlob bytes.Buffer
+	if err := st.GetBlob(ctx, format.KopiaRepositoryBlobID, 0, -1, bufferOutput{&formatBlob}); err != nil {
+		if errors.Is(err, blob.ErrBlobNotFound) {
+			return repo.ErrRepositoryNotInitialized
+		}
+		return fmt.Errorf("read the repository's format blob: %w", err)
+	}
+	if _, err := format.ParseKopiaRepositoryJSON(formatBlob.Bytes()); err != nil {
+		return fmt.Errorf("read the repository's format blob: %w", err)
+	}
+	if caching.ContentCacheSizeBytes == 0 {
+		caching = content.CachingOptions{} // kopia caches nothing then (repo.Connect does the same)
+	}
+	ci := st.ConnectionInfo()
+	lc := repo.LocalConfig{
+		Storage: &ci,
+		Caching: &caching,
+		ClientOptions: repo.ClientOptions{Username: ClientUser, Hostname: ClientHost}.
+			ApplyDefaults(ctx, "Repository in "+st.DisplayName()),
+	}
+	b, err := json.MarshalIndent(lc, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(configFile, b, 0o600)
+}
+
+// bufferOutput is a bytes.Buffer as kopia's blob.OutputBuffer.
+type bufferOutput struct{ *bytes.Buffer }
+
+func (b bufferOutput) Length() int { return b.Len() }
 
 // initialize creates a repository in an empty prefix. It reports false when another client
 // created one there first (connecting then tells whether the password fits).
