@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 
@@ -58,7 +59,8 @@ func (r *Repo) Restore(ctx context.Context, snapshotID, targetDir string) (Resto
 	if err != nil {
 		return RestoreStats{}, err
 	}
-	root, err := snapshotfs.SnapshotRoot(r.rep, man)
+	rep := r.packPrefetching()
+	root, err := snapshotfs.SnapshotRoot(rep, man)
 	if err != nil {
 		return RestoreStats{}, err
 	}
@@ -80,7 +82,7 @@ func (r *Repo) Restore(ctx context.Context, snapshotID, targetDir string) (Resto
 	cancel := make(chan struct{})
 	stop := context.AfterFunc(ctx, func() { close(cancel) })
 	defer stop()
-	st, err := restore.Entry(ctx, r.rep, volumeOutput{out, r.packPrefetcher()}, root, restore.Options{
+	st, err := restore.Entry(ctx, rep, volumeOutput{out}, root, restore.Options{
 		RestoreDirEntryAtDepth: math.MaxInt32, // full depth
 		// kopia restores one file at a time by default; each file waits on S3 round trips, so a
 		// tree of small files restores several times faster with several in flight.
@@ -117,7 +119,8 @@ func (r *Repo) Verify(ctx context.Context, snapshotID string) (VerifyStats, erro
 	if err != nil {
 		return VerifyStats{}, err
 	}
-	root, err := snapshotfs.SnapshotRoot(r.rep, man)
+	rep := r.packPrefetching()
+	root, err := snapshotfs.SnapshotRoot(rep, man)
 	if err != nil {
 		return VerifyStats{}, err
 	}
@@ -127,7 +130,7 @@ func (r *Repo) Verify(ctx context.Context, snapshotID string) (VerifyStats, erro
 			return VerifyStats{}, fmt.Errorf("list the repository's blobs: %w", err)
 		}
 	}
-	v := snapshotfs.NewVerifier(ctx, r.rep, opts)
+	v := snapshotfs.NewVerifier(ctx, rep, opts)
 	res, err := v.InParallel(ctx, func(tw *snapshotfs.TreeWalker) error {
 		return tw.Process(ctx, root, ".")
 	})
@@ -162,71 +165,69 @@ func (r *Repo) load(ctx context.Context, id string) (*snapshot.Manifest, error) 
 // set without that step.
 type volumeOutput struct {
 	*restore.FilesystemOutput
-	prefetch func(context.Context, fs.File)
-}
-
-// WriteFile reads a small file's pack whole first (see packPrefetcher).
-func (o volumeOutput) WriteFile(ctx context.Context, relativePath string, f fs.File, progress restore.FileWriteProgress) error {
-	if o.prefetch != nil {
-		o.prefetch(ctx, f)
-	}
-	return o.FilesystemOutput.WriteFile(ctx, relativePath, f, progress) //nolint:wrapcheck // kopia's own
 }
 
 // prefetchWholePacks is kopia's prefetch hint for "fetch every pack whole" (content_prefetch.go).
 const prefetchWholePacks = "blobs"
 
-// Bounds of packPrefetcher: files up to smallFileBytes have their pack fetched whole, at most
-// packFetchesInFlight packs at a time (kopia holds a whole pack in memory twice while it caches
-// it: 8 restore workers fetching 8 packs of 20 MiB would add ~300 MiB to the mover's peak).
+// Bounds of packPrefetching: a data chunk up to smallChunkBytes has its pack fetched whole,
+// at most packFetchesInFlight packs at a time (kopia holds a whole pack in memory twice while it
+// caches it: 8 restore workers fetching 8 packs of 20 MiB would add ~300 MiB to the mover's peak).
 const (
-	smallFileBytes      = 256 << 10
+	smallChunkBytes     = 256 << 10
 	packFetchesInFlight = 2
 )
 
-// packPrefetcher returns what brings the whole pack of a small file into the content cache
-// before the file is read, or nil when there is no content cache to keep it in.
+// packPrefetching is the repository for reading a snapshot's files (restore, verify): before a
+// file of one small chunk is read, the whole pack holding that chunk is brought into kopia's
+// content cache, unless it was already.
 //
 // Without it kopia reads every chunk with its own ranged GET of its pack: 200,000 files of
 // 4 KiB are 200,000 GETs, a restore 20 × slower than restic's, which downloads each pack once
 // (docs/benchmarks.md). The backup wrote a directory's files into the same few packs in about
 // the order a restore reads them, so the pack read for the first file serves its neighbours
 // from the cache (kopia holds a pack's lock while it is fetched: a worker reading a file of it
-// waits for the pack instead of fetching its range). Larger files are read by ranges as before:
-// their chunks are large enough that a GET each costs little, and fetching whole packs for them
-// would only add memory and cache writes.
-func (r *Repo) packPrefetcher() func(context.Context, fs.File) {
+// waits for the pack instead of fetching its range). Larger chunks are read by ranges as before:
+// a GET each costs little next to their size, and fetching whole packs for them would only add
+// memory and cache writes. Without a content cache (a bench knob) nothing is prefetched.
+type packPrefetching struct {
+	repo.Repository
+	asked sync.Map      // pack blob ID → struct{}: fetched once (a pack evicted since is read by ranges)
+	slots chan struct{} // packFetchesInFlight
+}
+
+func (r *Repo) packPrefetching() repo.Repository {
 	if r.contentCacheBytes <= 0 {
-		return nil
+		return r.rep
 	}
-	var (
-		asked sync.Map // pack blob ID → struct{}: fetched once (a pack evicted since is read by ranges)
-		slots = make(chan struct{}, packFetchesInFlight)
-	)
-	return func(ctx context.Context, f fs.File) {
-		h, ok := f.(object.HasObjectID)
-		if !ok || f.Size() > smallFileBytes {
-			return
-		}
-		cid, _, direct := h.ObjectID().ContentID()
-		if !direct {
-			return
-		}
-		info, err := r.rep.ContentInfo(ctx, cid)
-		if err != nil {
-			return // reading the file reports it
-		}
-		if _, done := asked.LoadOrStore(info.PackBlobID, struct{}{}); done {
-			return
-		}
-		select {
-		case slots <- struct{}{}:
-		case <-ctx.Done():
-			return
-		}
-		defer func() { <-slots }()
-		r.rep.PrefetchContents(ctx, []content.ID{cid}, prefetchWholePacks) // best effort: a miss reads the range
+	return &packPrefetching{Repository: r.rep, slots: make(chan struct{}, packFetchesInFlight)}
+}
+
+func (p *packPrefetching) OpenObject(ctx context.Context, id object.ID) (object.Reader, error) {
+	p.prefetch(ctx, id)
+	return p.Repository.OpenObject(ctx, id) //nolint:wrapcheck // kopia's own
+}
+
+func (p *packPrefetching) prefetch(ctx context.Context, id object.ID) {
+	cid, _, direct := id.ContentID()
+	if !direct {
+		return
 	}
+	info, err := p.ContentInfo(ctx, cid)
+	if err != nil || info.OriginalLength > smallChunkBytes ||
+		!strings.HasPrefix(string(info.PackBlobID), string(content.PackBlobIDPrefixRegular)) {
+		return // reading reports an error; metadata packs are always cached whole by kopia
+	}
+	if _, done := p.asked.LoadOrStore(info.PackBlobID, struct{}{}); done {
+		return
+	}
+	select {
+	case p.slots <- struct{}{}:
+	case <-ctx.Done():
+		return
+	}
+	defer func() { <-p.slots }()
+	p.PrefetchContents(ctx, []content.ID{cid}, prefetchWholePacks) // best effort: a miss reads the range
 }
 
 func (o volumeOutput) FinishDirectory(ctx context.Context, relativePath string, e fs.Directory) error {
