@@ -59,8 +59,7 @@ func (r *Repo) Restore(ctx context.Context, snapshotID, targetDir string) (Resto
 	if err != nil {
 		return RestoreStats{}, err
 	}
-	rep := r.packPrefetching()
-	root, err := snapshotfs.SnapshotRoot(rep, man)
+	root, err := snapshotfs.SnapshotRoot(r.rep, man)
 	if err != nil {
 		return RestoreStats{}, err
 	}
@@ -79,10 +78,17 @@ func (r *Repo) Restore(ctx context.Context, snapshotID, targetDir string) (Resto
 	if err := out.Init(ctx); err != nil {
 		return RestoreStats{}, fmt.Errorf("restore target %s: %w", target, err)
 	}
+	done, err := r.restoreSmallFilesByPack(ctx, root, out)
+	if ctx.Err() != nil {
+		return RestoreStats{}, ctx.Err()
+	}
+	if err != nil {
+		return RestoreStats{}, fmt.Errorf("restore %s into %s: %w", snapshotID, target, err)
+	}
 	cancel := make(chan struct{})
 	stop := context.AfterFunc(ctx, func() { close(cancel) })
 	defer stop()
-	st, err := restore.Entry(ctx, rep, volumeOutput{out}, root, restore.Options{
+	st, err := restore.Entry(ctx, r.rep, volumeOutput{out, done}, root, restore.Options{
 		RestoreDirEntryAtDepth: math.MaxInt32, // full depth
 		// kopia restores one file at a time by default; each file waits on S3 round trips, so a
 		// tree of small files restores several times faster with several in flight.
@@ -165,31 +171,28 @@ func (r *Repo) load(ctx context.Context, id string) (*snapshot.Manifest, error) 
 // set without that step.
 type volumeOutput struct {
 	*restore.FilesystemOutput
+	// done are the files restoreSmallFilesByPack wrote already (relative paths).
+	done map[string]struct{}
 }
 
-// prefetchWholePacks is kopia's prefetch hint for "fetch every pack whole" (content_prefetch.go).
-const prefetchWholePacks = "blobs"
+func (o volumeOutput) WriteFile(ctx context.Context, relativePath string, f fs.File, progress restore.FileWriteProgress) error {
+	if _, written := o.done[relativePath]; written {
+		return nil
+	}
+	return o.FilesystemOutput.WriteFile(ctx, relativePath, f, progress) //nolint:wrapcheck // kopia's own
+}
 
-// Bounds of packPrefetching: a data chunk up to smallChunkBytes has its pack fetched whole,
-// at most packFetchesInFlight packs at a time (kopia holds a whole pack in memory twice while it
-// caches it: 8 restore workers fetching 8 packs of 20 MiB would add ~300 MiB to the mover's peak).
-const (
-	smallChunkBytes     = 256 << 10
-	packFetchesInFlight = 2
-)
+// packFetchesInFlight bounds the packs packPrefetching fetches at a time (kopia holds a whole
+// pack in memory twice while it caches it: 8 workers fetching 8 packs of 20 MiB would add
+// ~300 MiB to the mover's peak).
+const packFetchesInFlight = 2
 
-// packPrefetching is the repository for reading a snapshot's files (restore, verify): before a
-// file of one small chunk is read, the whole pack holding that chunk is brought into kopia's
-// content cache, unless it was already.
-//
-// Without it kopia reads every chunk with its own ranged GET of its pack: 200,000 files of
-// 4 KiB are 200,000 GETs, a restore 20 × slower than restic's, which downloads each pack once
-// (docs/benchmarks.md). The backup wrote a directory's files into the same few packs in about
-// the order a restore reads them, so the pack read for the first file serves its neighbours
-// from the cache (kopia holds a pack's lock while it is fetched: a worker reading a file of it
-// waits for the pack instead of fetching its range). Larger chunks are read by ranges as before:
-// a GET each costs little next to their size, and fetching whole packs for them would only add
-// memory and cache writes. Without a content cache (a bench knob) nothing is prefetched.
+// packPrefetching is the repository Verify reads a snapshot's files through: before a file of
+// one small chunk (smallChunkBytes) is read, the whole pack holding that chunk is brought into
+// kopia's content cache, once. Each pack is then one GET instead of one per file, as long as
+// the cache holds the packs the files are spread over (see packorder.go: a restore orders its
+// reads by pack instead; verify does not, yet). Larger chunks are read by ranges as before.
+// Without a content cache (a bench knob) nothing is prefetched.
 type packPrefetching struct {
 	repo.Repository
 	asked sync.Map      // pack blob ID → struct{}: fetched once (a pack evicted since is read by ranges)
@@ -218,15 +221,20 @@ func (p *packPrefetching) prefetch(ctx context.Context, id object.ID) {
 		!strings.HasPrefix(string(info.PackBlobID), string(content.PackBlobIDPrefixRegular)) {
 		return // reading reports an error; metadata packs are always cached whole by kopia
 	}
-	if _, done := p.asked.LoadOrStore(info.PackBlobID, struct{}{}); done {
-		return
+	if _, done := p.asked.Load(info.PackBlobID); done {
+		return // fetched, or being fetched under kopia's lock of the pack, which reading waits for
 	}
+	// Wait for a slot before claiming the pack: a pack claimed but not yet locked by kopia would
+	// let the other workers read its files by ranges meanwhile (and fill the cache with them).
 	select {
 	case p.slots <- struct{}{}:
 	case <-ctx.Done():
 		return
 	}
 	defer func() { <-p.slots }()
+	if _, done := p.asked.LoadOrStore(info.PackBlobID, struct{}{}); done {
+		return
+	}
 	p.PrefetchContents(ctx, []content.ID{cid}, prefetchWholePacks) // best effort: a miss reads the range
 }
 
