@@ -18,34 +18,136 @@ import (
 	"golang.org/x/sync/errgroup"
 )
 
-// Small files are restored pack by pack, before kopia's restore walks the tree.
+// Small files are read pack by pack: by Restore before kopia's restore walks the tree, and by
+// Verify.
 //
-// kopia's restore reads every chunk with its own ranged GET of the pack holding it: 200,000
-// files of 4 KiB are 200,000 GETs, a restore 20 × slower than restic's, which downloads each
-// pack once (docs/benchmarks.md). Fetching a pack whole when its first file is read does not
-// help on its own: the backup's parallel uploads spread every directory over all the packs
-// written meanwhile (measured: each of 21 packs of a 100,000-file tree was read from the first
-// 10 % of the restore to its last), so a cache smaller than the whole snapshot evicts each
-// pack long before its last file.
+// kopia reads every chunk with its own ranged GET of the pack holding it: 200,000 files of
+// 4 KiB are 200,000 GETs, a restore 20 × slower than restic's, which downloads each pack once
+// (docs/benchmarks.md). Fetching a pack whole when its first file is read does not help on its
+// own: the backup's parallel uploads spread every directory over all the packs written
+// meanwhile (measured: each of 21 packs of a 100,000-file tree was read from the first 10 % of
+// the restore to its last), so a cache smaller than the whole snapshot evicts each pack long
+// before its last file.
 //
-// So the files of one small chunk (smallChunkBytes) are listed first, grouped by pack, and
-// written pack after pack: each pack is fetched whole into kopia's content cache once (the next
-// one is fetched while the current one is written), its files are written by kopia's own
-// FilesystemOutput, and kopia's restore then skips them (volumeOutput.done). Directories,
+// So the files of one small chunk (smallChunkBytes) are listed first, grouped by pack, and read
+// pack after pack: each pack is fetched whole into kopia's content cache once (the next one is
+// fetched while the current one is read). A restore writes them with kopia's own
+// FilesystemOutput, and kopia's restore then skips them (volumeOutput.done); directories,
 // symlinks and larger files are restored by kopia's restore as before, which also sets the
 // directories' modes and times after their contents.
 
-// Bounds of the pack-ordered pass: a file of one chunk up to smallChunkBytes is written in it.
+// A file of one chunk up to smallChunkBytes is read with its pack.
 const smallChunkBytes = 256 << 10
 
 // prefetchWholePacks is kopia's prefetch hint for "fetch every pack whole" (content_prefetch.go).
 const prefetchWholePacks = "blobs"
 
-// smallFile is a file the pack-ordered pass writes.
-type smallFile struct {
-	rel  string // slash-separated path under the target, as kopia's restore names it
-	file fs.File
-	cid  content.ID
+// planned is an object of the snapshot to read: a file, or a symlink (whose target is an object).
+type planned struct {
+	rel   string // slash-separated path under the root, as kopia's restore names it
+	entry fs.Entry
+	oid   object.ID
+	cid   content.ID // set for the small ones
+}
+
+// readPlan is the snapshot's objects, the small ones grouped by pack.
+type readPlan struct {
+	byPack map[blob.ID][]planned
+	order  []blob.ID // packs in the order the walk met them
+	// rest are the other files and the symlinks, when the plan was made with them.
+	rest []planned
+}
+
+// planReads walks the tree under root. With all, the objects that are not small go to rest.
+func planReads(ctx context.Context, rep repo.Repository, root fs.Entry, all bool) (*readPlan, error) {
+	p := &readPlan{byPack: map[blob.ID][]planned{}}
+	return p, p.walk(ctx, rep, root, "", all)
+}
+
+func (p *readPlan) walk(ctx context.Context, rep repo.Repository, e fs.Entry, rel string, all bool) error {
+	if d, ok := e.(fs.Directory); ok {
+		entries, err := fs.GetAllEntries(ctx, d)
+		if err != nil {
+			return fmt.Errorf("list %q: %w", rel, err)
+		}
+		for _, child := range entries {
+			if err := p.walk(ctx, rep, child, path.Join(rel, child.Name()), all); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	h, ok := e.(object.HasObjectID)
+	if !ok {
+		return nil
+	}
+	o := planned{rel: rel, entry: e, oid: h.ObjectID()}
+	if pack, cid, small := smallObject(ctx, rep, e, o.oid); small {
+		if _, seen := p.byPack[pack]; !seen {
+			p.order = append(p.order, pack)
+		}
+		o.cid = cid
+		p.byPack[pack] = append(p.byPack[pack], o)
+	} else if all {
+		p.rest = append(p.rest, o)
+	}
+	return nil
+}
+
+// smallObject says whether e is a file of one chunk of at most smallChunkBytes in a data pack,
+// and which.
+func smallObject(ctx context.Context, rep repo.Repository, e fs.Entry, oid object.ID) (blob.ID, content.ID, bool) {
+	if _, file := e.(fs.File); !file || e.Size() == 0 || e.Size() > smallChunkBytes {
+		return "", content.EmptyID, false
+	}
+	cid, _, direct := oid.ContentID()
+	if !direct {
+		return "", content.EmptyID, false
+	}
+	info, err := rep.ContentInfo(ctx, cid)
+	if err != nil || !strings.HasPrefix(string(info.PackBlobID), string(content.PackBlobIDPrefixRegular)) {
+		return "", content.EmptyID, false // reading it reports what is wrong with it
+	}
+	return info.PackBlobID, cid, true
+}
+
+// eachByPack calls fn for the small objects, pack after pack, RestoreParallelism at a time
+// within a pack. Each pack is fetched whole into kopia's content cache first (best effort: a
+// pack that could not be fetched, or was evicted, is read by ranges), at most one ahead.
+func (p *readPlan) eachByPack(ctx context.Context, rep repo.Repository, fn func(context.Context, planned) error) error {
+	fetched := make(chan blob.ID, 1)
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		defer close(fetched)
+		for _, pack := range p.order {
+			rep.PrefetchContents(gctx, []content.ID{p.byPack[pack][0].cid}, prefetchWholePacks)
+			select {
+			case fetched <- pack:
+			case <-gctx.Done():
+				return gctx.Err()
+			}
+		}
+		return nil
+	})
+	g.Go(func() error {
+		for pack := range fetched {
+			if err := each(gctx, p.byPack[pack], fn); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return g.Wait()
+}
+
+// each calls fn for every object, RestoreParallelism at a time.
+func each(ctx context.Context, objs []planned, fn func(context.Context, planned) error) error {
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(restoreParallelism())
+	for _, o := range objs {
+		g.Go(func() error { return fn(gctx, o) })
+	}
+	return g.Wait()
 }
 
 // restoreSmallFilesByPack writes the small files of the tree under root into out, pack by
@@ -55,100 +157,30 @@ func (r *Repo) restoreSmallFilesByPack(ctx context.Context, root fs.Entry, out *
 	if r.contentCacheBytes <= 0 {
 		return nil, nil
 	}
-	byPack := map[blob.ID][]smallFile{}
-	var order []blob.ID // packs in the order the walk met them
-	if err := collectSmallFiles(ctx, r.rep, root, "", byPack, &order); err != nil {
+	plan, err := planReads(ctx, r.rep, root, false)
+	if err != nil {
 		return nil, err
 	}
-
-	// The fetcher runs at most one pack ahead of the writers.
-	fetched := make(chan blob.ID, 1)
-	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error {
-		defer close(fetched)
-		for _, pack := range order {
-			// Best effort: a pack that could not be fetched whole (or was evicted) is read by
-			// ranges, file by file, and a pack that cannot be read fails the file's write.
-			r.rep.PrefetchContents(gctx, []content.ID{byPack[pack][0].cid}, prefetchWholePacks)
-			select {
-			case fetched <- pack:
-			case <-gctx.Done():
-				return gctx.Err()
-			}
-		}
-		return nil
-	})
-	done := map[string]struct{}{}
-	g.Go(func() error {
-		dirs := &parentDirs{target: out.TargetPath, made: map[string]bool{}}
-		for pack := range fetched {
-			if err := writeFiles(gctx, out, dirs, byPack[pack]); err != nil {
-				return err
-			}
-			for _, f := range byPack[pack] {
-				done[f.rel] = struct{}{}
-			}
-			delete(byPack, pack)
-		}
-		return nil
-	})
-	if err := g.Wait(); err != nil {
-		return nil, err
-	}
-	return done, nil
-}
-
-// collectSmallFiles adds the small files under dir (at rel) to byPack.
-func collectSmallFiles(ctx context.Context, rep repo.Repository, e fs.Entry, rel string, byPack map[blob.ID][]smallFile, order *[]blob.ID) error {
-	switch e := e.(type) {
-	case fs.Directory:
-		entries, err := fs.GetAllEntries(ctx, e)
-		if err != nil {
-			return fmt.Errorf("list %q: %w", rel, err)
-		}
-		for _, child := range entries {
-			if err := collectSmallFiles(ctx, rep, child, path.Join(rel, child.Name()), byPack, order); err != nil {
-				return err
-			}
-		}
-	case fs.File:
-		h, ok := e.(object.HasObjectID)
-		if !ok || e.Size() == 0 || e.Size() > smallChunkBytes {
-			return nil
-		}
-		cid, _, direct := h.ObjectID().ContentID()
-		if !direct {
-			return nil
-		}
-		info, err := rep.ContentInfo(ctx, cid)
-		if err != nil || !strings.HasPrefix(string(info.PackBlobID), string(content.PackBlobIDPrefixRegular)) {
-			return nil //nolint:nilerr // kopia's restore reads it, and reports what is wrong with it
-		}
-		pack := info.PackBlobID
-		if _, seen := byPack[pack]; !seen {
-			*order = append(*order, pack)
-		}
-		byPack[pack] = append(byPack[pack], smallFile{rel: rel, file: e, cid: cid})
-	}
-	return nil
-}
-
-// writeFiles writes files with kopia's FilesystemOutput, RestoreParallelism at a time.
-func writeFiles(ctx context.Context, out *restore.FilesystemOutput, dirs *parentDirs, files []smallFile) error {
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(restoreParallelism())
-	for _, f := range files {
-		if err := dirs.ensure(path.Dir(f.rel)); err != nil {
+	dirs := &parentDirs{target: out.TargetPath, made: map[string]bool{}}
+	err = plan.eachByPack(ctx, r.rep, func(ctx context.Context, o planned) error {
+		if err := dirs.ensure(path.Dir(o.rel)); err != nil {
 			return err
 		}
-		g.Go(func() error {
-			if err := out.WriteFile(gctx, f.rel, f.file, func(int64) {}); err != nil {
-				return fmt.Errorf("restore %q: %w", f.rel, err)
-			}
-			return nil
-		})
+		if err := out.WriteFile(ctx, o.rel, o.entry.(fs.File), func(int64) {}); err != nil {
+			return fmt.Errorf("restore %q: %w", o.rel, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
-	return g.Wait()
+	done := map[string]struct{}{}
+	for _, objs := range plan.byPack {
+		for _, o := range objs {
+			done[o.rel] = struct{}{}
+		}
+	}
+	return done, nil
 }
 
 // parentDirs creates the directories the pass writes into, as kopia's restore creates them

@@ -4,18 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
-	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/kopia/kopia/fs"
 	"github.com/kopia/kopia/repo"
 	"github.com/kopia/kopia/repo/blob"
-	"github.com/kopia/kopia/repo/content"
 	"github.com/kopia/kopia/repo/manifest"
 	"github.com/kopia/kopia/repo/object"
 	"github.com/kopia/kopia/snapshot"
@@ -115,38 +114,86 @@ type VerifyStats struct {
 	Bytes   int64
 }
 
-// Verify reads back every file of the snapshot, as `kopia snapshot verify
-// --verify-files-percent=100` does: each chunk is fetched, decrypted and checked against its
-// hash, and each pack it lives in must be listed in the bucket. Chunks already in the local
-// cache are read from it (a backup does not fill it; a restore or an earlier Verify does).
+// Verify reads back every file and symlink of the snapshot, as `kopia snapshot verify
+// --verify-files-percent=100` does: each object's chunks must be in the index and in packs the
+// bucket lists, and each chunk is fetched, decrypted and checked against its hash. The small
+// files are read pack by pack (packorder.go), the rest RestoreParallelism at a time. Chunks
+// already in the local cache are read from it (a backup does not fill it; a restore or an
+// earlier Verify does).
 func (r *Repo) Verify(ctx context.Context, snapshotID string) (VerifyStats, error) {
 	ctx = r.kopiaContext(ctx)
 	man, err := r.load(ctx, snapshotID)
 	if err != nil {
 		return VerifyStats{}, err
 	}
-	rep := r.packPrefetching()
-	root, err := snapshotfs.SnapshotRoot(rep, man)
+	root, err := snapshotfs.SnapshotRoot(r.rep, man)
 	if err != nil {
 		return VerifyStats{}, err
 	}
-	opts := snapshotfs.VerifierOptions{VerifyFilesPercent: 100, MaxErrors: 1}
+	var packs map[blob.ID]blob.Metadata
 	if dr, ok := r.rep.(repo.DirectRepository); ok {
-		if opts.BlobMap, err = blob.ReadBlobMap(ctx, dr.BlobReader()); err != nil {
+		if packs, err = blob.ReadBlobMap(ctx, dr.BlobReader()); err != nil {
 			return VerifyStats{}, fmt.Errorf("list the repository's blobs: %w", err)
 		}
 	}
-	v := snapshotfs.NewVerifier(ctx, rep, opts)
-	res, err := v.InParallel(ctx, func(tw *snapshotfs.TreeWalker) error {
-		return tw.Process(ctx, root, ".")
-	})
-	if err == nil && res.ErrorCount > 0 {
-		err = errors.Join(res.Errors...)
+	plan, err := planReads(ctx, r.rep, root, true)
+	if err != nil {
+		return VerifyStats{}, fmt.Errorf("verify %s: %w", snapshotID, err)
+	}
+	var objects, bytes atomic.Int64
+	read := func(ctx context.Context, o planned) error {
+		n, err := r.verifyObject(ctx, o.oid, packs)
+		if err != nil {
+			return fmt.Errorf("%q: %w", o.rel, err)
+		}
+		objects.Add(1)
+		bytes.Add(n)
+		return nil
+	}
+	if r.contentCacheBytes > 0 {
+		err = plan.eachByPack(ctx, r.rep, read)
+	} else { // no cache to hold a pack in (a bench knob): every object by ranges
+		for _, objs := range plan.byPack {
+			plan.rest = append(plan.rest, objs...)
+		}
+	}
+	if err == nil {
+		err = each(ctx, plan.rest, read)
 	}
 	if err != nil {
 		return VerifyStats{}, fmt.Errorf("verify %s: %w", snapshotID, err)
 	}
-	return VerifyStats{Objects: res.Stats.ReadFileCount, Bytes: res.Stats.ReadBytes}, nil
+	return VerifyStats{Objects: objects.Load(), Bytes: bytes.Load()}, nil
+}
+
+// verifyObject checks that the chunks of the object are indexed and stored in packs listed in
+// packs (when not nil), reads the object whole and returns its length.
+func (r *Repo) verifyObject(ctx context.Context, oid object.ID, packs map[blob.ID]blob.Metadata) (int64, error) {
+	cids, err := r.rep.VerifyObject(ctx, oid)
+	if err != nil {
+		return 0, fmt.Errorf("verify object %v: %w", oid, err)
+	}
+	if packs != nil {
+		for _, cid := range cids {
+			info, err := r.rep.ContentInfo(ctx, cid)
+			if err != nil {
+				return 0, fmt.Errorf("chunk %v of object %v: %w", cid, oid, err)
+			}
+			if _, ok := packs[info.PackBlobID]; !ok {
+				return 0, fmt.Errorf("object %v is backed by missing pack %v", oid, info.PackBlobID)
+			}
+		}
+	}
+	rd, err := r.rep.OpenObject(ctx, oid)
+	if err != nil {
+		return 0, fmt.Errorf("open object %v: %w", oid, err)
+	}
+	defer rd.Close() //nolint:errcheck // read only
+	n, err := io.Copy(io.Discard, rd)
+	if err != nil {
+		return n, fmt.Errorf("read object %v: %w", oid, err)
+	}
+	return n, nil
 }
 
 // load returns the complete snapshot with the ID.
@@ -180,62 +227,6 @@ func (o volumeOutput) WriteFile(ctx context.Context, relativePath string, f fs.F
 		return nil
 	}
 	return o.FilesystemOutput.WriteFile(ctx, relativePath, f, progress) //nolint:wrapcheck // kopia's own
-}
-
-// packFetchesInFlight bounds the packs packPrefetching fetches at a time (kopia holds a whole
-// pack in memory twice while it caches it: 8 workers fetching 8 packs of 20 MiB would add
-// ~300 MiB to the mover's peak).
-const packFetchesInFlight = 2
-
-// packPrefetching is the repository Verify reads a snapshot's files through: before a file of
-// one small chunk (smallChunkBytes) is read, the whole pack holding that chunk is brought into
-// kopia's content cache, once. Each pack is then one GET instead of one per file, as long as
-// the cache holds the packs the files are spread over (see packorder.go: a restore orders its
-// reads by pack instead; verify does not, yet). Larger chunks are read by ranges as before.
-// Without a content cache (a bench knob) nothing is prefetched.
-type packPrefetching struct {
-	repo.Repository
-	asked sync.Map      // pack blob ID → struct{}: fetched once (a pack evicted since is read by ranges)
-	slots chan struct{} // packFetchesInFlight
-}
-
-func (r *Repo) packPrefetching() repo.Repository {
-	if r.contentCacheBytes <= 0 {
-		return r.rep
-	}
-	return &packPrefetching{Repository: r.rep, slots: make(chan struct{}, packFetchesInFlight)}
-}
-
-func (p *packPrefetching) OpenObject(ctx context.Context, id object.ID) (object.Reader, error) {
-	p.prefetch(ctx, id)
-	return p.Repository.OpenObject(ctx, id) //nolint:wrapcheck // kopia's own
-}
-
-func (p *packPrefetching) prefetch(ctx context.Context, id object.ID) {
-	cid, _, direct := id.ContentID()
-	if !direct {
-		return
-	}
-	info, err := p.ContentInfo(ctx, cid)
-	if err != nil || info.OriginalLength > smallChunkBytes ||
-		!strings.HasPrefix(string(info.PackBlobID), string(content.PackBlobIDPrefixRegular)) {
-		return // reading reports an error; metadata packs are always cached whole by kopia
-	}
-	if _, done := p.asked.Load(info.PackBlobID); done {
-		return // fetched, or being fetched under kopia's lock of the pack, which reading waits for
-	}
-	// Wait for a slot before claiming the pack: a pack claimed but not yet locked by kopia would
-	// let the other workers read its files by ranges meanwhile (and fill the cache with them).
-	select {
-	case p.slots <- struct{}{}:
-	case <-ctx.Done():
-		return
-	}
-	defer func() { <-p.slots }()
-	if _, done := p.asked.LoadOrStore(info.PackBlobID, struct{}{}); done {
-		return
-	}
-	p.PrefetchContents(ctx, []content.ID{cid}, prefetchWholePacks) // best effort: a miss reads the range
 }
 
 func (o volumeOutput) FinishDirectory(ctx context.Context, relativePath string, e fs.Directory) error {

@@ -1,11 +1,15 @@
 package kopiarepo
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/minio/minio-go/v7"
 )
 
 // A volume backed up and restored comes back byte for byte: files, empty files, directories,
@@ -124,5 +128,26 @@ func TestSparseFileStaysSparse(t *testing.T) {
 	}
 	if allocated := st.Blocks * 512; allocated > 8<<20 {
 		t.Errorf("the restored 64 MiB image allocates %d bytes of disk, want it sparse", allocated)
+	}
+}
+
+// Verify fails when a pack the snapshot needs is gone from the bucket, before reading it: the
+// index alone does not make a backup.
+func TestVerifyFailsOnAMissingPack(t *testing.T) {
+	b := newBucket(t)
+	cfg, snap := backedUpVolume(t, b, "volumes/db")
+	removed := 0
+	for key := range b.objects(t, "volumes/db/p") { // data packs
+		if err := b.admin.RemoveObject(context.Background(), testBucket, key, minio.RemoveObjectOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		removed++
+	}
+	if removed == 0 {
+		t.Fatal("no data pack in the bucket")
+	}
+	_, err := openRepo(t, cfg, testPassword).Verify(testContext(t), snap.ID)
+	if err == nil || !strings.Contains(err.Error(), "missing pack") {
+		t.Fatalf("verify with the data packs deleted: %v, want an object backed by a missing pack", err)
 	}
 }
