@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/kopia/kopia/repo"
 )
 
 // Log-like text is stored compressed (DefaultCompression), random data is not made bigger, and
@@ -45,5 +47,19 @@ func TestTextIsCompressedRandomDataIsNotInflated(t *testing.T) {
 			t.Fatal(err)
 		}
 		assertSameTree(t, src, dst)
+	}
+}
+
+// New repositories hash chunks with DefaultHash (BLAKE3, several times faster here than
+// kopia's BLAKE2B default); TestStockCLIOpensTheRepository shows the stock CLI reads them.
+func TestNewRepositoriesUseTheDefaultHash(t *testing.T) {
+	b := newBucket(t)
+	r := openRepo(t, b.config("volumes/new"), testPassword)
+	dr, ok := r.rep.(repo.DirectRepository)
+	if !ok {
+		t.Fatalf("%T is not a direct repository", r.rep)
+	}
+	if got := dr.ContentReader().ContentFormat().GetHashFunction(); got != DefaultHash {
+		t.Errorf("a new repository hashes with %s, want %s", got, DefaultHash)
 	}
 }

@@ -189,13 +189,22 @@ type bufferOutput struct{ *bytes.Buffer }
 
 func (b bufferOutput) Length() int { return b.Len() }
 
+// DefaultHash is the chunk hash of the repositories Open creates (an existing repository keeps
+// the one it was created with). kopia's default, BLAKE2B-256-128, was the largest CPU cost of a
+// first backup after the upload itself (24 % of the mover's CPU); `kopia benchmark hashing`
+// ranks BLAKE3-256-128 first on the build machine, ~7 × faster (docs/benchmarks.md). The
+// stock kopia CLI of the same version reads it.
+const DefaultHash = "BLAKE3-256-128"
+
 // initialize creates a repository in an empty prefix. It reports false when another client
 // created one there first (connecting then tells whether the password fits).
 func initialize(ctx context.Context, st blob.Storage, password string) (bool, error) {
 	if err := ensureEmpty(ctx, st); err != nil {
 		return false, err
 	}
-	err := repo.Initialize(ctx, st, &repo.NewRepositoryOptions{}, password)
+	opts := &repo.NewRepositoryOptions{}
+	opts.BlockFormat.Hash = DefaultHash
+	err := repo.Initialize(ctx, st, opts, password)
 	if errors.Is(err, repo.ErrAlreadyInitialized) {
 		return false, nil
 	}
