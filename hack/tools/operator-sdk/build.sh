@@ -6,7 +6,7 @@
 # unpacked into a temporary directory and removed afterwards; nothing of them enters this project.
 # Built as upstream releases are (.goreleaser.yml): CGO_ENABLED=0, -tags containers_image_openpgp
 # (pure Go instead of cgo gpgme), the version ldflags of its Makefile. Nothing is downloaded but Go
-# modules. `make test` runs `bundle validate` with it (hack/verify-bundle.sh).
+# modules. `make test` runs `bundle validate` with it (make bundle-validate).
 #
 #   THIRD_PARTY_DIR   where the archives are (default: ../shared/third_party beside the checkout)
 set -euo pipefail
