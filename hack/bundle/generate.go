@@ -153,7 +153,14 @@ func generate(o options) ([]file, error) {
 		return nil, err
 	}
 	csv.Annotations["alm-examples"] = examples
-	csv.Spec.CustomResourceDefinitions.Owned = ownedCRDs(crds, samples)
+	api, err := loadAPITypes(o.root)
+	if err != nil {
+		return nil, err
+	}
+	csv.Spec.CustomResourceDefinitions.Owned, err = ownedCRDs(crds, api, samples)
+	if err != nil {
+		return nil, err
+	}
 	csv.Spec.WebhookDefinitions = conversionWebhooks(crds, dep.Name)
 	csv.Spec.RelatedImages = []operatorsv1alpha1.RelatedImage{
 		{Name: "okgoes-operator", Image: o.image},
