@@ -234,3 +234,52 @@ type ThingStatus struct {
 		}
 	}
 }
+
+// com.redhat.openshift.versions follows minKubeVersion, and bundle.Dockerfile labels the image
+// with exactly the annotations of bundle/metadata (community-operators-prod compares them).
+func TestOpenShiftVersionsAndDockerfileLabels(t *testing.T) {
+	for in, want := range map[string]string{"1.30.0": "v4.17", "1.25.0": "v4.12", "1.33": "v4.20", "v1.31.2": "v4.18"} {
+		if got, err := openShiftVersions(in); err != nil || got != want {
+			t.Errorf("openShiftVersions(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"1.24.0", "2.0.0", "latest"} {
+		if got, err := openShiftVersions(in); err == nil {
+			t.Errorf("openShiftVersions(%q) = %q, want an error", in, got)
+		}
+	}
+	if files, err := metadataFiles(committed, ""); err != nil || strings.Contains(string(files[0].data), "openshift") {
+		t.Errorf("without minKubeVersion: %v\n%s", err, files[0].data)
+	}
+
+	data, err := os.ReadFile(filepath.Join(committed.root, "bundle", "metadata", "annotations.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var annotations struct{ Annotations map[string]string }
+	if err := yaml.Unmarshal(data, &annotations); err != nil {
+		t.Fatal(err)
+	}
+	dockerfile, err := os.ReadFile(filepath.Join(committed.root, "bundle.Dockerfile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	labels := map[string]string{}
+	for _, line := range strings.Split(string(dockerfile), "\n") {
+		if k, v, ok := strings.Cut(strings.TrimPrefix(line, "LABEL "), "="); ok && strings.HasPrefix(line, "LABEL ") {
+			labels[k] = v
+		}
+	}
+	if len(labels) != len(annotations.Annotations) {
+		t.Errorf("bundle.Dockerfile has %d labels, annotations.yaml %d annotations", len(labels), len(annotations.Annotations))
+	}
+	for k, v := range annotations.Annotations {
+		if labels[k] != v {
+			t.Errorf("annotation %s=%s, label %q", k, v, labels[k])
+		}
+	}
+	csv := committedCSV(t)
+	if want, _ := openShiftVersions(csv.Spec.MinKubeVersion); csv.Spec.MinKubeVersion == "" || annotations.Annotations["com.redhat.openshift.versions"] != want {
+		t.Errorf("minKubeVersion %q, com.redhat.openshift.versions %q", csv.Spec.MinKubeVersion, annotations.Annotations["com.redhat.openshift.versions"])
+	}
+}

@@ -192,7 +192,11 @@ func generate(o options) ([]file, error) {
 		gv := strings.ReplaceAll(u.GetAPIVersion(), "/", "_")
 		files = append(files, file{"bundle/manifests/" + u.GetName() + "_" + gv + "_" + strings.ToLower(u.GetKind()) + ".yaml", data})
 	}
-	files = append(files, metadataFiles(o)...)
+	meta, err := metadataFiles(o, csv.Spec.MinKubeVersion)
+	if err != nil {
+		return nil, err
+	}
+	files = append(files, meta...)
 	sort.Slice(files, func(i, j int) bool { return files[i].path < files[j].path })
 	return files, nil
 }

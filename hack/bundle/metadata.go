@@ -3,11 +3,14 @@ package main
 import (
 	"fmt"
 	"strings"
+
+	"github.com/blang/semver/v4"
 )
 
 // metadataFiles are the bundle's annotations, its scorecard configuration and bundle.Dockerfile,
-// with the same labels operator-sdk writes.
-func metadataFiles(o options) []file {
+// with the same labels operator-sdk writes, plus com.redhat.openshift.versions when the CSV has a
+// minKubeVersion (community-operators-prod's static check requires it then).
+func metadataFiles(o options, minKubeVersion string) ([]file, error) {
 	labels := [][2]string{
 		{"operators.operatorframework.io.bundle.mediatype.v1", "registry+v1"},
 		{"operators.operatorframework.io.bundle.manifests.v1", "manifests/"},
@@ -17,6 +20,13 @@ func metadataFiles(o options) []file {
 		{"operators.operatorframework.io.bundle.channel.default.v1", o.defaultChannel},
 		{"operators.operatorframework.io.test.mediatype.v1", "scorecard+v1"},
 		{"operators.operatorframework.io.test.config.v1", "tests/scorecard/"},
+	}
+	if minKubeVersion != "" {
+		v, err := openShiftVersions(minKubeVersion)
+		if err != nil {
+			return nil, err
+		}
+		labels = append(labels, [2]string{"com.redhat.openshift.versions", v})
 	}
 	annotations := "annotations:\n"
 	dockerfile := "FROM scratch\n\n# Core bundle labels.\n"
@@ -30,7 +40,21 @@ func metadataFiles(o options) []file {
 		{"bundle/metadata/annotations.yaml", []byte(annotations)},
 		{"bundle/tests/scorecard/config.yaml", []byte(scorecardConfig(o.image))},
 		{"bundle.Dockerfile", []byte(dockerfile)},
+	}, nil
+}
+
+// openShiftVersions is the com.redhat.openshift.versions of a minKubeVersion: "v4.N", the
+// OpenShift release built on that Kubernetes minor and every later one (OpenShift 4.N ships
+// Kubernetes 1.(N+13): 4.17 is 1.30).
+func openShiftVersions(minKubeVersion string) (string, error) {
+	v, err := semver.ParseTolerant(minKubeVersion)
+	if err != nil {
+		return "", fmt.Errorf("minKubeVersion %q: %w", minKubeVersion, err)
 	}
+	if v.Major != 1 || v.Minor < 25 {
+		return "", fmt.Errorf("minKubeVersion %q: no OpenShift 4 release before Kubernetes 1.25 is supported", minKubeVersion)
+	}
+	return fmt.Sprintf("v4.%d", v.Minor-13), nil
 }
 
 // okgoesScorecardTests are the tests of this operator's own scorecard image (scorecard/, make
