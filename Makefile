@@ -172,7 +172,7 @@ $(CONTROLLER_GEN): hack/tools/gen/go.mod
 
 .PHONY: operator-sdk
 operator-sdk: ## Build operator-sdk v1.42.3 into bin/ from ../shared/third_party (hack/tools/operator-sdk/build.sh), only when missing.
-	hack/tools/operator-sdk/build.sh $(OPERATOR_SDK)
+	hack/tools/operator-sdk/build.sh operator-sdk $(OPERATOR_SDK)
 
 .PHONY: kustomize
 kustomize: $(KUSTOMIZE) ## Build kustomize into bin/.
