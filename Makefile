@@ -116,8 +116,10 @@ release: bundle ## Keep the bundle of VERSION in releases/VERSION (the input of 
 	mkdir -p releases/$(VERSION) && cp -r bundle/manifests bundle/metadata bundle/tests releases/$(VERSION)/
 
 .PHONY: bundle-build
-bundle-build: ## Build the bundle image.
-	$(CONTAINER_TOOL) build -f bundle.Dockerfile -t $(BUNDLE_IMG) .
+bundle-build: ## Build the bundle image of VERSION: from releases/VERSION once released (e.g. VERSION=0.2.0), else from bundle/.
+	@mkdir -p $(LOCALBIN)
+	hack/bundle-dockerfile.sh $(VERSION) > $(LOCALBIN)/bundle-v$(VERSION).Dockerfile
+	$(CONTAINER_TOOL) build -f $(LOCALBIN)/bundle-v$(VERSION).Dockerfile -t $(BUNDLE_IMG) .
 
 .PHONY: bundle-push
 bundle-push: ## Push the bundle image.
