@@ -64,7 +64,8 @@ var okgoesScorecardTests = []string{
 	"descriptors-cover-samples", "samples-ready", "invalid-rejected",
 }
 
-// scorecardConfig runs the standard basic and OLM suites of operator-sdk's scorecard, then the
+// scorecardConfig runs the standard basic and OLM suites of operator-sdk's scorecard (the test
+// image of the operator-sdk release bin/operator-sdk is built from), then the
 // okgoes suite from the scorecard image released with the operator image (same registry and tag).
 func scorecardConfig(operatorImage string) string {
 	image := strings.Replace(operatorImage, "/okgoes-operator:", "/okgoes-operator-scorecard:", 1)
@@ -83,21 +84,21 @@ stages:
 - parallel: true
   tests:
   - entrypoint: [scorecard-test, basic-check-spec]
-    image: quay.io/operator-framework/scorecard-test:v1.39.0
+    image: quay.io/operator-framework/scorecard-test:v1.42.3
     labels: {suite: basic, test: basic-check-spec-test}
   - entrypoint: [scorecard-test, olm-bundle-validation]
-    image: quay.io/operator-framework/scorecard-test:v1.39.0
+    image: quay.io/operator-framework/scorecard-test:v1.42.3
     labels: {suite: olm, test: olm-bundle-validation-test}
   - entrypoint: [scorecard-test, olm-crds-have-validation]
-    image: quay.io/operator-framework/scorecard-test:v1.39.0
+    image: quay.io/operator-framework/scorecard-test:v1.42.3
     labels: {suite: olm, test: olm-crds-have-validation-test}
   - entrypoint: [scorecard-test, olm-crds-have-resources]
-    image: quay.io/operator-framework/scorecard-test:v1.39.0
+    image: quay.io/operator-framework/scorecard-test:v1.42.3
     labels: {suite: olm, test: olm-crds-have-resources-test}
   - entrypoint: [scorecard-test, olm-spec-descriptors]
-    image: quay.io/operator-framework/scorecard-test:v1.39.0
+    image: quay.io/operator-framework/scorecard-test:v1.42.3
     labels: {suite: olm, test: olm-spec-descriptors-test}
   - entrypoint: [scorecard-test, olm-status-descriptors]
-    image: quay.io/operator-framework/scorecard-test:v1.39.0
+    image: quay.io/operator-framework/scorecard-test:v1.42.3
     labels: {suite: olm, test: olm-status-descriptors-test}
 `
