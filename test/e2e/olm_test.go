@@ -76,6 +76,7 @@ func TestOLM(t *testing.T) {
 		{"publish 0.2.0 and approve: CRD with v1beta1 first, new manager, conversion through OLM's certificates", s.upgradeTo020},
 		{"publish 0.3.0 and approve: storage version v1beta1, storedVersions migrated, a second backup", s.upgradeTo030},
 		{"scorecard: the okgoes stage against the installed operator, one pod per test as operator-sdk scorecard runs it", s.scorecard},
+		{"operator-sdk scorecard (the real CLI v1.42.3) of bundle/: the basic, olm and okgoes suites all pass", s.sdkScorecard},
 		{"uninstall (Subscription and CSV deleted): operator gone, CRDs, custom resources and S3 backups kept", s.uninstall},
 	}
 	for _, st := range steps {
@@ -790,6 +791,82 @@ func (s *olmStory) scorecard() {
 	}
 	if len(tests) != 6 {
 		s.t.Errorf("the okgoes stage has %d tests, want 6 (okgoes-scorecard --list)", len(tests))
+	}
+}
+
+// sdkScorecard runs the real operator-sdk v1.42.3 (bin/operator-sdk, built from
+// ../shared/third_party) as docs/install.md and scorecard/README.md tell users to: `operator-sdk
+// scorecard bundle/` with every stage of its configuration — basic and olm from
+// quay.io/operator-framework/scorecard-test:v1.42.3 (built from the same source), okgoes from the
+// okgoes scorecard image — against the installed operator, as the ServiceAccount okgoes-scorecard
+// bound to scorecard/rbac.yaml. --untar-image names the local untar image: operator-sdk's default
+// is named by a digest no local build can have. Every test must pass.
+func (s *olmStory) sdkScorecard() {
+	sdk := filepath.Join(cfg.root, "bin", "operator-sdk")
+	ns := namespace(s.t, "olm-sdk-scorecard")
+	const sa = "okgoes-scorecard"
+	for _, args := range [][]string{
+		{"apply", "-f", filepath.Join(cfg.root, "scorecard", "rbac.yaml")},
+		{"-n", ns, "create", "serviceaccount", sa},
+		{"-n", ns, "create", "rolebinding", sa, "--clusterrole=okgoes-scorecard", "--serviceaccount=" + ns + ":" + sa},
+	} {
+		if out, err := kubectl(args...); err != nil {
+			s.t.Fatalf("kubectl %v: %v\n%s", args, err, out)
+		}
+	}
+	args := []string{"scorecard", filepath.Join(cfg.root, "bundle"), "--kubeconfig", os.Getenv("KUBECONFIG"),
+		"--namespace", ns, "--service-account", sa, "--untar-image", "okgoes.local/scorecard-untar:e2e",
+		"--wait-time", "300s", "--output", "json"}
+	s.t.Logf("%s %s", sdk, strings.Join(args, " "))
+	start := time.Now()
+	cmd := exec.Command(sdk, args...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	runErr := cmd.Run()
+	var list struct {
+		Items []struct {
+			Spec struct {
+				Image      string            `json:"image"`
+				Entrypoint []string          `json:"entrypoint"`
+				Labels     map[string]string `json:"labels"`
+			} `json:"spec"`
+			Status struct {
+				Results []struct {
+					Name        string   `json:"name"`
+					State       string   `json:"state"`
+					Errors      []string `json:"errors"`
+					Suggestions []string `json:"suggestions"`
+					Log         string   `json:"log"`
+				} `json:"results"`
+			} `json:"status"`
+		} `json:"items"`
+	}
+	if err := json.Unmarshal(stdout.Bytes(), &list); err != nil {
+		s.t.Fatalf("operator-sdk scorecard (%v, %.1fs): the output is not a TestList: %v\nstdout:\n%s\nstderr:\n%s",
+			runErr, time.Since(start).Seconds(), err, stdout.String(), stderr.String())
+	}
+	suites := map[string]int{}
+	failed := 0
+	for _, item := range list.Items {
+		suites[item.Spec.Labels["suite"]]++
+		for _, r := range item.Status.Results {
+			s.t.Logf("operator-sdk scorecard: suite %s, %s (image %s): %s", item.Spec.Labels["suite"], r.Name, item.Spec.Image, r.State)
+			if r.State != "pass" {
+				failed++
+				s.t.Errorf("operator-sdk scorecard %s: %s %v (suggestions %v)\n%s", r.Name, r.State, r.Errors, r.Suggestions, r.Log)
+			}
+		}
+		if len(item.Status.Results) == 0 {
+			failed++
+			s.t.Errorf("operator-sdk scorecard %v: no result", item.Spec.Entrypoint)
+		}
+	}
+	s.t.Logf("operator-sdk scorecard: %d tests %v in %.1fs (exit: %v)", len(list.Items), suites, time.Since(start).Seconds(), runErr)
+	if suites["basic"] != 1 || suites["olm"] != 5 || suites["okgoes"] != 6 {
+		s.t.Errorf("tests by suite %v, want basic 1, olm 5, okgoes 6", suites)
+	}
+	if runErr != nil && failed == 0 {
+		s.t.Errorf("operator-sdk scorecard: %v with every test passed\nstderr:\n%s", runErr, stderr.String())
 	}
 }
 
