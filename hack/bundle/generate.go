@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -153,6 +154,11 @@ func generate(o options) ([]file, error) {
 		return nil, err
 	}
 	csv.Annotations["alm-examples"] = examples
+	icon, err := os.ReadFile(filepath.Join(o.root, "config", "manifests", "icon.svg"))
+	if err != nil {
+		return nil, err
+	}
+	csv.Spec.Icon = []operatorsv1alpha1.Icon{{Data: base64.StdEncoding.EncodeToString(icon), MediaType: "image/svg+xml"}}
 	api, err := loadAPITypes(o.root)
 	if err != nil {
 		return nil, err
