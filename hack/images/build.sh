@@ -147,9 +147,9 @@ build() {
 			-file /bin/busybox -link /bin/cp=busybox -dir /tmp=1777 -entrypoint /bin/olm
 		;;
 	scorecard-test)
-		"$root/hack/tools/operator-sdk/build.sh" scorecard-test "$out/scorecard-test-bin"
+		"$root/hack/tools/operator-sdk/build.sh" scorecard-test "$root/bin/scorecard-test"
 		ociimage -ref "quay.io/operator-framework/scorecard-test:v1.42.3" -o "$dest" -user 1001 \
-			-file "/usr/local/bin/scorecard-test=$out/scorecard-test-bin" -dir /tmp=1777 \
+			-file "/usr/local/bin/scorecard-test=$root/bin/scorecard-test" -dir /tmp=1777 \
 			-env PATH=/usr/local/bin:/usr/bin:/bin -env HOME=/tmp -entrypoint /usr/local/bin/scorecard-test
 		;;
 	scorecard-untar)
