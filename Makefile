@@ -121,6 +121,11 @@ bundle-build: ## Build the bundle image of VERSION: from releases/VERSION once r
 	hack/bundle-dockerfile.sh $(VERSION) > $(LOCALBIN)/bundle-v$(VERSION).Dockerfile
 	$(CONTAINER_TOOL) build -f $(LOCALBIN)/bundle-v$(VERSION).Dockerfile -t $(BUNDLE_IMG) .
 
+OPERATORHUB_DIR ?= $(LOCALBIN)/operatorhub
+.PHONY: operatorhub-submission
+operatorhub-submission: ## Lay out VERSION for community-operators(-prod) in $(OPERATORHUB_DIR)/operators/okgoes-operator/ (ci.yaml, VERSION/), validated.
+	hack/operatorhub-submission.sh $(VERSION) $(OPERATORHUB_DIR)
+
 .PHONY: bundle-push
 bundle-push: ## Push the bundle image.
 	$(CONTAINER_TOOL) push $(BUNDLE_IMG)
