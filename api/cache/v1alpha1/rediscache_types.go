@@ -251,6 +251,7 @@ type RedisCacheStatus struct {
 // +kubebuilder:subresource:status
 // +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 63 && self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",message="metadata.name must be a DNS label (at most 63 characters, lower case, starting with a letter): it names the Service"
 // +kubebuilder:resource:shortName=rc;redis,categories=okgoes
+// +kubebuilder:deprecatedversion:warning="cache.okgoes.com/v1alpha1 RedisCache is deprecated: use cache.okgoes.com/v1beta1, the same cache with the Redis settings under spec.redis (docs/upgrades.md)"
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Replicas",type=integer,JSONPath=`.spec.replicas`
