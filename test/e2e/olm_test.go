@@ -809,8 +809,9 @@ func (s *olmStory) scorecard() {
 // okgoes-scorecard bound to scorecard/rbac.yaml. --untar-image names the local untar image:
 // operator-sdk's default is named by a digest no local build can have.
 //
-//   - `operator-sdk scorecard releases/0.3.0`, the installed release, all 12 tests: every one
-//     passes but the two releasedDescriptorFailures, which fail saying why;
+//   - `operator-sdk scorecard releases/0.3.0 --config bundle/tests/scorecard/config.yaml`, the
+//     installed release, all 12 tests: every one passes but the two releasedDescriptorFailures,
+//     which fail saying why;
 //   - `operator-sdk scorecard bundle/ --selector 'test notin (samples-ready,invalid-rejected)'`, the
 //     next release, whose CRDs are not the installed ones (so only the tests that read the bundle
 //     alone, 10): every one passes, the two descriptor tests included.
@@ -826,23 +827,30 @@ func (s *olmStory) sdkScorecard() {
 			s.t.Fatalf("kubectl %v: %v\n%s", args, err, out)
 		}
 	}
-	suites := s.runSDKScorecard(ns, sa, filepath.Join(cfg.root, "releases", "0.3.0"), "", releasedDescriptorFailures)
+	// The release's own configuration names scorecard-test v1.39.0, which is not on the node:
+	// --config gives it bundle/'s, the same tests with the image of the operator-sdk in use.
+	suites := s.runSDKScorecard(ns, sa, filepath.Join(cfg.root, "releases", "0.3.0"),
+		filepath.Join(cfg.root, "bundle", "tests", "scorecard", "config.yaml"), "", releasedDescriptorFailures)
 	if suites["basic"] != 1 || suites["olm"] != 5 || suites["okgoes"] != 6 {
 		s.t.Errorf("releases/0.3.0: tests by suite %v, want basic 1, olm 5, okgoes 6", suites)
 	}
-	suites = s.runSDKScorecard(ns, sa, filepath.Join(cfg.root, "bundle"), "test notin (samples-ready,invalid-rejected)", nil)
+	suites = s.runSDKScorecard(ns, sa, filepath.Join(cfg.root, "bundle"), "", "test notin (samples-ready,invalid-rejected)", nil)
 	if suites["basic"] != 1 || suites["olm"] != 5 || suites["okgoes"] != 4 {
 		s.t.Errorf("bundle/: tests by suite %v, want basic 1, olm 5, okgoes 4", suites)
 	}
 }
 
-// runSDKScorecard runs `operator-sdk scorecard <bundleDir> -o json` (with --selector when set) and
-// checks each result: pass, or the failure expected of it. It returns the number of tests by suite.
-func (s *olmStory) runSDKScorecard(ns, sa, bundleDir, selector string, expectedFailures map[string]string) map[string]int {
+// runSDKScorecard runs `operator-sdk scorecard <bundleDir> -o json` (with --config and --selector
+// when set) and checks each result: pass, or the failure expected of it. It returns the number of
+// tests by suite.
+func (s *olmStory) runSDKScorecard(ns, sa, bundleDir, config, selector string, expectedFailures map[string]string) map[string]int {
 	sdk := filepath.Join(cfg.root, "bin", "operator-sdk")
 	args := []string{"scorecard", bundleDir, "--kubeconfig", os.Getenv("KUBECONFIG"),
 		"--namespace", ns, "--service-account", sa, "--untar-image", "okgoes.local/scorecard-untar:e2e",
 		"--wait-time", "300s", "--output", "json"}
+	if config != "" {
+		args = append(args, "--config", config)
+	}
 	if selector != "" {
 		args = append(args, "--selector", selector)
 	}
