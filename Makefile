@@ -23,6 +23,7 @@ K8S_ASSETS ?= $(LOCALBIN)/k8s
 CONTROLLER_GEN ?= $(LOCALBIN)/controller-gen
 KUSTOMIZE ?= $(LOCALBIN)/kustomize
 KUBECTL ?= $(K8S_ASSETS)/kubectl
+OPERATOR_SDK ?= $(LOCALBIN)/operator-sdk
 export KUBEBUILDER_ASSETS = $(K8S_ASSETS)
 
 .PHONY: all
@@ -61,7 +62,7 @@ verify-fmt: ## Fail when gofmt would change a file.
 	@out=$$(gofmt -l $$(git ls-files '*.go')); test -z "$$out" || { echo "gofmt needed:" $$out >&2; exit 1; }
 
 .PHONY: test
-test: verify-generated verify-fmt vet k8s-assets ## Run all tests against a real kube-apiserver + etcd and a real MinIO (built into bin/ on first use).
+test: verify-generated verify-fmt vet k8s-assets bundle-validate ## Run all tests against a real kube-apiserver + etcd and a real MinIO (built into bin/ on first use).
 	go test ./... -count=1 -coverprofile cover.out
 	cd hack/bundle && go test ./... -count=1
 	cd scorecard && go test ./... -count=1
@@ -103,6 +104,11 @@ bundle: manifests kustomize ## Generate the OLM bundle (bundle/, bundle.Dockerfi
 		--replaces okgoes-operator.v$(PREVIOUS_VERSION) --skip-range ">=$(FIRST_VERSION) <$(VERSION)"
 	cd hack/bundle && go test ./... -count=1
 
+.PHONY: bundle-validate
+bundle-validate: operator-sdk ## Validate bundle/ with the real operator-sdk and the operatorframework suite (OperatorHub's checks); a warning fails too.
+	@out=$$($(OPERATOR_SDK) bundle validate ./bundle --select-optional suite=operatorframework 2>&1) || { echo "$$out" >&2; exit 1; }; \
+	echo "$$out"; if grep -qE 'level=(warning|error)' <<<"$$out"; then echo "bundle-validate: warnings above" >&2; exit 1; fi
+
 .PHONY: release
 release: bundle ## Keep the bundle of VERSION in releases/VERSION (the input of make catalog); never edited afterwards.
 	@if [ -d releases/$(VERSION) ] && ! diff -r bundle releases/$(VERSION) >/dev/null; then \
@@ -110,8 +116,15 @@ release: bundle ## Keep the bundle of VERSION in releases/VERSION (the input of 
 	mkdir -p releases/$(VERSION) && cp -r bundle/manifests bundle/metadata bundle/tests releases/$(VERSION)/
 
 .PHONY: bundle-build
-bundle-build: ## Build the bundle image.
-	$(CONTAINER_TOOL) build -f bundle.Dockerfile -t $(BUNDLE_IMG) .
+bundle-build: ## Build the bundle image of VERSION: from releases/VERSION once released (e.g. VERSION=0.2.0), else from bundle/.
+	@mkdir -p $(LOCALBIN)
+	hack/bundle-dockerfile.sh $(VERSION) > $(LOCALBIN)/bundle-v$(VERSION).Dockerfile
+	$(CONTAINER_TOOL) build -f $(LOCALBIN)/bundle-v$(VERSION).Dockerfile -t $(BUNDLE_IMG) .
+
+OPERATORHUB_DIR ?= $(LOCALBIN)/operatorhub
+.PHONY: operatorhub-submission
+operatorhub-submission: ## Lay out VERSION for community-operators(-prod) in $(OPERATORHUB_DIR)/operators/okgoes-operator/ (ci.yaml, VERSION/), validated.
+	hack/operatorhub-submission.sh $(VERSION) $(OPERATORHUB_DIR)
 
 .PHONY: bundle-push
 bundle-push: ## Push the bundle image.
@@ -163,6 +176,10 @@ undeploy: kustomize k8s-assets ## Remove the operator from the cluster.
 controller-gen: $(CONTROLLER_GEN) ## Build controller-gen into bin/.
 $(CONTROLLER_GEN): hack/tools/gen/go.mod
 	cd hack/tools/gen && go build -o $(CONTROLLER_GEN) sigs.k8s.io/controller-tools/cmd/controller-gen
+
+.PHONY: operator-sdk
+operator-sdk: ## Build operator-sdk v1.42.3 into bin/ from ../shared/third_party (hack/tools/operator-sdk/build.sh), only when missing.
+	hack/tools/operator-sdk/build.sh operator-sdk $(OPERATOR_SDK)
 
 .PHONY: kustomize
 kustomize: $(KUSTOMIZE) ## Build kustomize into bin/.

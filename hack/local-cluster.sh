@@ -627,7 +627,8 @@ cmd_e2e() {
 	local suite=${1:-e2e} brought_up=0 rc=0
 	local -a go_test=(go test -tags e2e ./test/e2e/ -count=1 -v -timeout "${E2E_TIMEOUT:-30m}")
 	if [ "$suite" = olm ]; then
-		"$root/hack/images/build.sh" olm opm releases bundles scorecard redis-sample
+		"$root/hack/images/build.sh" olm opm releases bundles scorecard scorecard-test scorecard-untar redis-sample
+		"$root/hack/tools/operator-sdk/build.sh" operator-sdk
 		export E2E_OLM=1
 		go_test+=(-run '^TestOLM$')
 	else

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -153,7 +154,19 @@ func generate(o options) ([]file, error) {
 		return nil, err
 	}
 	csv.Annotations["alm-examples"] = examples
-	csv.Spec.CustomResourceDefinitions.Owned = ownedCRDs(crds, samples)
+	icon, err := os.ReadFile(filepath.Join(o.root, "config", "manifests", "icon.svg"))
+	if err != nil {
+		return nil, err
+	}
+	csv.Spec.Icon = []operatorsv1alpha1.Icon{{Data: base64.StdEncoding.EncodeToString(icon), MediaType: "image/svg+xml"}}
+	api, err := loadAPITypes(o.root)
+	if err != nil {
+		return nil, err
+	}
+	csv.Spec.CustomResourceDefinitions.Owned, err = ownedCRDs(crds, api, samples)
+	if err != nil {
+		return nil, err
+	}
 	csv.Spec.WebhookDefinitions = conversionWebhooks(crds, dep.Name)
 	csv.Spec.RelatedImages = []operatorsv1alpha1.RelatedImage{
 		{Name: "okgoes-operator", Image: o.image},
@@ -185,7 +198,11 @@ func generate(o options) ([]file, error) {
 		gv := strings.ReplaceAll(u.GetAPIVersion(), "/", "_")
 		files = append(files, file{"bundle/manifests/" + u.GetName() + "_" + gv + "_" + strings.ToLower(u.GetKind()) + ".yaml", data})
 	}
-	files = append(files, metadataFiles(o)...)
+	meta, err := metadataFiles(o, csv.Spec.MinKubeVersion)
+	if err != nil {
+		return nil, err
+	}
+	files = append(files, meta...)
 	sort.Slice(files, func(i, j int) bool { return files[i].path < files[j].path })
 	return files, nil
 }

@@ -8,7 +8,8 @@
 //	bundle.Dockerfile
 //
 // Every field of the CSV comes from the base in config/manifests/bases, the kustomize output
-// (install strategy, permissions, CRDs) and config/samples (alm-examples, descriptors).
+// (install strategy, permissions, CRDs), config/samples (alm-examples), the descriptor markers of
+// api/ (descriptors.go) and config/manifests/icon.svg (the icon).
 package main
 
 import (

@@ -44,11 +44,15 @@ func readSamples(dir string) (map[string]map[string]any, string, error) {
 	return byKind, string(examples), err
 }
 
-// ownedCRDs describes each CRD for the console: display name, description, the objects it
-// creates, and a descriptor for every field its sample sets plus the main status fields.
 func sampleKey(kind, version string) string { return kind + "/" + version }
 
-func ownedCRDs(crds []*apiextensionsv1.CustomResourceDefinition, samples map[string]map[string]any) []operatorsv1alpha1.CRDDescription {
+// ownedCRDs describes each served CRD version for the console: the display name, the objects it
+// creates and the spec and status descriptors, all from the descriptor markers of the API types
+// (descriptors.go), and the first sentence of the schema's description. Every top-level spec key
+// of a sample must have a descriptor of its own (what operator-sdk scorecard's
+// olm-spec-descriptors test requires of alm-examples), and a sample with a status needs status
+// descriptors (olm-status-descriptors).
+func ownedCRDs(crds []*apiextensionsv1.CustomResourceDefinition, api apiTypes, samples map[string]map[string]any) ([]operatorsv1alpha1.CRDDescription, error) {
 	var out []operatorsv1alpha1.CRDDescription
 	for _, crd := range crds {
 		for _, v := range crd.Spec.Versions {
@@ -56,77 +60,48 @@ func ownedCRDs(crds []*apiextensionsv1.CustomResourceDefinition, samples map[str
 				continue
 			}
 			kind := crd.Spec.Names.Kind
+			m, err := api.describe(crd.Spec.Group, v.Name, kind)
+			if err != nil {
+				return nil, err
+			}
 			d := operatorsv1alpha1.CRDDescription{
 				Name: crd.Name, Version: v.Name, Kind: kind,
-				DisplayName: displayNames[kind], Description: firstSentence(v.Schema.OpenAPIV3Schema.Description),
-				Resources: resources[kind],
+				DisplayName: m.displayName, Description: firstSentence(v.Schema.OpenAPIV3Schema.Description),
+				Resources: m.resources, SpecDescriptors: m.spec, StatusDescriptors: m.status,
 			}
-			if spec, ok := samples[sampleKey(kind, v.Name)]["spec"].(map[string]any); ok {
-				for _, p := range leafPaths("", spec) {
-					d.SpecDescriptors = append(d.SpecDescriptors, operatorsv1alpha1.SpecDescriptor{Path: p, DisplayName: title(p)})
-				}
-			}
-			for _, p := range statusFields[kind] {
-				sd := operatorsv1alpha1.StatusDescriptor{Path: p, DisplayName: title(p)}
-				if p == "conditions" {
-					sd.XDescriptors = []string{"urn:alm:descriptor:io.kubernetes.conditions"}
-				}
-				d.StatusDescriptors = append(d.StatusDescriptors, sd)
+			if err := samplesDescribed(samples[sampleKey(kind, v.Name)], d); err != nil {
+				return nil, err
 			}
 			out = append(out, d)
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out
+	return out, nil
 }
 
-var displayNames = map[string]string{"RedisCache": "Redis Cache", "PVCBackup": "PVC Backup", "PVCRestore": "PVC Restore"}
-
-var resources = map[string][]operatorsv1alpha1.APIResourceReference{
-	"RedisCache": {{Kind: "Deployment", Name: "", Version: "v1"}, {Kind: "Service", Version: "v1"},
-		{Kind: "ConfigMap", Version: "v1"}, {Kind: "PodDisruptionBudget", Version: "v1"}},
-	"PVCBackup":  {{Kind: "Job", Version: "v1"}, {Kind: "PersistentVolumeClaim", Version: "v1"}, {Kind: "VolumeSnapshot", Version: "v1"}},
-	"PVCRestore": {{Kind: "Job", Version: "v1"}, {Kind: "PersistentVolumeClaim", Version: "v1"}},
-}
-
-var statusFields = map[string][]string{
-	"RedisCache": {"phase", "readyReplicas", "conditions"},
-	"PVCBackup":  {"lastBackup", "nextBackup", "conditions"},
-	"PVCRestore": {"phase", "backupID", "verifiedSHA256", "conditions"},
-}
-
-// leafPaths lists the dotted paths of the scalar and list fields of m.
-func leafPaths(prefix string, m map[string]any) []string {
-	var out []string
-	for k, v := range m {
-		p := k
-		if prefix != "" {
-			p = prefix + "." + k
-		}
-		if sub, ok := v.(map[string]any); ok && len(sub) > 0 {
-			out = append(out, leafPaths(p, sub)...)
-			continue
-		}
-		out = append(out, p)
+// samplesDescribed fails when a top-level key of the sample's spec has no spec descriptor, or the
+// sample has a status and the kind no status descriptor.
+func samplesDescribed(sample map[string]any, d operatorsv1alpha1.CRDDescription) error {
+	described := map[string]bool{}
+	for _, sd := range d.SpecDescriptors {
+		described[sd.Path] = true
 	}
-	sort.Strings(out)
-	return out
-}
-
-func title(path string) string {
-	last := path[strings.LastIndex(path, ".")+1:]
-	var b strings.Builder
-	for i, r := range last {
-		if i == 0 {
-			b.WriteString(strings.ToUpper(string(r)))
-			continue
+	spec, _ := sample["spec"].(map[string]any)
+	var missing []string
+	for k := range spec {
+		if !described[k] {
+			missing = append(missing, k)
 		}
-		if r >= 'A' && r <= 'Z' {
-			b.WriteByte(' ')
-		}
-		b.WriteRune(r)
 	}
-	return b.String()
+	sort.Strings(missing)
+	if len(missing) > 0 {
+		return fmt.Errorf("%s %s: the sample sets spec.%s, which has no spec descriptor (add a %s:type=spec marker to the field)",
+			d.Kind, d.Version, strings.Join(missing, ", spec."), descriptorMarker)
+	}
+	if status, _ := sample["status"].(map[string]any); len(status) > 0 && len(d.StatusDescriptors) == 0 {
+		return fmt.Errorf("%s %s: the sample has a status and the kind no status descriptor", d.Kind, d.Version)
+	}
+	return nil
 }
 
 func firstSentence(s string) string {

@@ -25,12 +25,20 @@
 #                           reference the CRD defaults to, as an air-gapped mirror would hold it
 #                           (the scorecard's samples name no image)
 #   opm.tar                 okgoes.local/opm:e2e    /bin/opm (hack/tools/opm/build.sh) + libraries, serves catalogs
+#   scorecard-test.tar      quay.io/operator-framework/scorecard-test:v1.42.3   the basic and olm scorecard
+#                           tests: images/scorecard-test of operator-sdk v1.42.3, built from
+#                           ../shared/third_party (hack/tools/operator-sdk/build.sh scorecard-test), laid
+#                           out as its Dockerfile lays it out (/usr/local/bin/scorecard-test, uid 1001)
+#   scorecard-untar.tar     okgoes.local/scorecard-untar:e2e   what images/scorecard-untar is for
+#                           `operator-sdk scorecard --untar-image`: a tar in PATH (busybox), no
+#                           entrypoint, uid 1001 (upstream's image is named by a digest no local
+#                           build can have)
 #   operator-v0.1.0.tar     quay.io/okgoes/okgoes-operator:v0.1.0   the manager of release 0.1.0, built
 #                           from its git commit ($FIRST_RELEASE_REF)
 #   operator-v0.2.0.tar,    quay.io/okgoes/okgoes-operator:v0.2.0, :v0.3.0   the current manager (it
 #   operator-v0.3.0.tar     is what 0.2.0 and 0.3.0 ship: both CRD versions, either storage version)
 #
-#   hack/images/build.sh [pause|operator|redis|minio|tools|olm|opm|releases|bundles|scorecard|redis-sample ...]
+#   hack/images/build.sh [pause|operator|redis|minio|tools|olm|opm|releases|bundles|scorecard|scorecard-test|scorecard-untar|redis-sample ...]
 #   (default: the e2e images)
 #
 # The operator images (but v0.1.0), the bundle images and the scorecard image are rebuilt on every
@@ -137,6 +145,18 @@ build() {
 		ociimage -ref "okgoes.local/olm:$tag" -o "$dest" -user 65532:65532 -file "/bin/olm=$out/olm-bin/olm" \
 			-file "/bin/catalog=$out/olm-bin/catalog" -file "/bin/cpb=$out/olm-bin/cpb" \
 			-file /bin/busybox -link /bin/cp=busybox -dir /tmp=1777 -entrypoint /bin/olm
+		;;
+	scorecard-test)
+		"$root/hack/tools/operator-sdk/build.sh" scorecard-test "$root/bin/scorecard-test"
+		ociimage -ref "quay.io/operator-framework/scorecard-test:v1.42.3" -o "$dest" -user 1001 \
+			-file "/usr/local/bin/scorecard-test=$root/bin/scorecard-test" -dir /tmp=1777 \
+			-env PATH=/usr/local/bin:/usr/bin:/bin -env HOME=/tmp -entrypoint /usr/local/bin/scorecard-test
+		;;
+	scorecard-untar)
+		need_debs busybox-static
+		# shellcheck disable=SC2046
+		ociimage -ref "okgoes.local/scorecard-untar:$tag" -o "$dest" -user 1001 -file /bin/busybox $(busybox_links) \
+			-dir /tmp=1777 -env PATH=/bin -env HOME=/tmp
 		;;
 	opm)
 		"$root/hack/tools/opm/build.sh"

@@ -59,34 +59,41 @@ type RedisCacheSpec struct {
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=100
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Replicas",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:podCount"},order=1
 	Replicas *int32 `json:"replicas,omitempty"`
 
 	// Redis configures the Redis server: image, port, memory and eviction, clients and auth.
 	// +kubebuilder:default={}
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Redis",order=2
 	Redis Redis `json:"redis,omitempty"`
 
 	// Resources of the Redis container. Setting limits.memory is recommended; redis.memory.maxMemory
 	// must fit inside it.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Resources",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:resourceRequirements"},order=3
 	Resources corev1.ResourceRequirements `json:"resources,omitempty"`
 
 	// PodDisruptionBudget limits voluntary disruptions (node drains) when there is more than one
 	// replica. A PodDisruptionBudget is created only while replicas > 1.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Pod Disruption Budget",order=4
 	PodDisruptionBudget *PodDisruptionBudget `json:"podDisruptionBudget,omitempty"`
 
 	// NodeSelector constrains the Redis pods to nodes with these labels.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Node Selector",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:advanced"},order=5
 	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
 
 	// Tolerations of the Redis pods.
 	// +optional
 	// +listType=atomic
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Tolerations",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:advanced"},order=5
 	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
 
 	// Affinity of the Redis pods.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Affinity",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:advanced"},order=5
 	Affinity *corev1.Affinity `json:"affinity,omitempty"`
 }
 
@@ -100,12 +107,14 @@ type Redis struct {
 	// +kubebuilder:validation:MaxLength=512
 	// +kubebuilder:validation:XValidation:rule="self.matches('^(?:(?:(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])(?:[.](?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9]))*|[[][a-fA-F0-9:]+[]])(?::[0-9]+)?/)?[a-z0-9]+(?:(?:[._]|__|[-]+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|[-]+)[a-z0-9]+)*)*(?::[a-zA-Z0-9_][a-zA-Z0-9_.-]{0,127})?(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?$')",message="must be an image reference, [registry[:port]/]repository[:tag][@digest] with the repository in lower case, e.g. docker.io/library/redis:7.4-alpine"
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Image",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:text"}
 	Image string `json:"image,omitempty"`
 
 	// ImagePullPolicy of the Redis container: Always, IfNotPresent or Never. Empty means the
 	// Kubernetes default for the image tag.
 	// +kubebuilder:validation:XValidation:rule="self in ['Always', 'IfNotPresent', 'Never']",message="must be Always, IfNotPresent or Never"
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Image Pull Policy",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:imagePullPolicy"}
 	ImagePullPolicy corev1.PullPolicy `json:"imagePullPolicy,omitempty"`
 
 	// Port Redis listens on, in the pod and on the Service. Ports below 1024 would need a
@@ -114,10 +123,12 @@ type Redis struct {
 	// +kubebuilder:validation:Minimum=1024
 	// +kubebuilder:validation:Maximum=65535
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Port",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:number"}
 	Port int32 `json:"port,omitempty"`
 
 	// Memory sets how much memory Redis may use for data and what it evicts beyond that.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Memory"
 	Memory *Memory `json:"memory,omitempty"`
 
 	// MaxClients is the Redis maxclients: the most client connections one pod accepts. Empty
@@ -126,11 +137,13 @@ type Redis struct {
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=1000000
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Max Clients",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:number"}
 	MaxClients *int32 `json:"maxClients,omitempty"`
 
 	// Auth enables password authentication. The password is read by the Redis pods from the
 	// referenced Secret; the operator never copies it anywhere.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Auth"
 	Auth *Auth `json:"auth,omitempty"`
 }
 
@@ -145,12 +158,14 @@ type Memory struct {
 	// +kubebuilder:validation:MaxLength=32
 	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).compareTo(quantity('1Mi')) >= 0",message="maxMemory must be at least 1Mi"
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Max Memory",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:text"}
 	MaxMemory *resource.Quantity `json:"maxMemory,omitempty"`
 
 	// EvictionPolicy is the Redis maxmemory-policy: noeviction, allkeys-lru, allkeys-lfu,
 	// allkeys-random, volatile-lru, volatile-lfu, volatile-random or volatile-ttl.
 	// +kubebuilder:default=allkeys-lru
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Eviction Policy",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:select:noeviction","urn:alm:descriptor:com.tectonic.ui:select:allkeys-lru","urn:alm:descriptor:com.tectonic.ui:select:allkeys-lfu","urn:alm:descriptor:com.tectonic.ui:select:allkeys-random","urn:alm:descriptor:com.tectonic.ui:select:volatile-lru","urn:alm:descriptor:com.tectonic.ui:select:volatile-lfu","urn:alm:descriptor:com.tectonic.ui:select:volatile-random","urn:alm:descriptor:com.tectonic.ui:select:volatile-ttl"}
 	EvictionPolicy EvictionPolicy `json:"evictionPolicy,omitempty"`
 }
 
@@ -166,6 +181,7 @@ type SecretKeyReference struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Password Secret",xDescriptors={"urn:alm:descriptor:io.kubernetes:Secret"}
 	Name string `json:"name"`
 
 	// Key in the Secret's data.
@@ -174,6 +190,7 @@ type SecretKeyReference struct {
 	// +kubebuilder:validation:MaxLength=253
 	// +kubebuilder:validation:Pattern=`^[-._a-zA-Z0-9]+$`
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Password Key",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:text"}
 	Key string `json:"key,omitempty"`
 }
 
@@ -182,12 +199,14 @@ type PodDisruptionBudget struct {
 	// Enabled creates the PodDisruptionBudget while replicas > 1.
 	// +kubebuilder:default=true
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Enabled",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:booleanSwitch"}
 	Enabled *bool `json:"enabled,omitempty"`
 
 	// MaxUnavailable is how many Redis pods a voluntary disruption may take down at once.
 	// +kubebuilder:default=1
 	// +kubebuilder:validation:Minimum=1
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Max Unavailable",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:number"}
 	MaxUnavailable *int32 `json:"maxUnavailable,omitempty"`
 }
 
@@ -229,6 +248,7 @@ type RedisCacheStatus struct {
 
 	// Phase is a one-word summary of the conditions.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Phase",xDescriptors={"urn:alm:descriptor:io.kubernetes.phase"},order=1
 	Phase Phase `json:"phase,omitempty"`
 
 	// Conditions are Ready, Progressing and Degraded.
@@ -237,10 +257,12 @@ type RedisCacheStatus struct {
 	// +listMapKey=type
 	// +patchStrategy=merge
 	// +patchMergeKey=type
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Conditions",xDescriptors={"urn:alm:descriptor:io.kubernetes.conditions"},order=4
 	Conditions []metav1.Condition `json:"conditions,omitempty" patchStrategy:"merge" patchMergeKey:"type"`
 
 	// Replicas is the number of Redis pods that exist, ready or not.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Replicas",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:podCount"},order=2
 	Replicas int32 `json:"replicas,omitempty"`
 
 	// ReadyReplicas is the number of Redis pods running the current configuration and ready.
@@ -248,10 +270,12 @@ type RedisCacheStatus struct {
 	// Available column of kubectl get shows a number.
 	// +kubebuilder:default=0
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Ready Replicas",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:podCount"},order=3
 	ReadyReplicas int32 `json:"readyReplicas"`
 
 	// ConfigHash is the hash of the rendered redis.conf the pods run with.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Config Hash",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:text"},order=5
 	ConfigHash string `json:"configHash,omitempty"`
 }
 
@@ -268,6 +292,7 @@ type RedisCacheStatus struct {
 // +kubebuilder:printcolumn:name="Available",type=integer,JSONPath=`.status.readyReplicas`
 // +kubebuilder:printcolumn:name="Policy",type=string,JSONPath=`.spec.redis.memory.evictionPolicy`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +operator-sdk:csv:customresourcedefinitions:displayName="Redis Cache",resources={{Deployment,v1},{Service,v1},{ConfigMap,v1},{PodDisruptionBudget,v1}}
 type RedisCache struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

@@ -25,6 +25,7 @@ type PVCBackupSpec struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="PVC",xDescriptors={"urn:alm:descriptor:io.kubernetes:PersistentVolumeClaim"},order=1
 	PVCName string `json:"pvcName"`
 
 	// Schedule in cron format: five fields ("0 2 * * *"), a descriptor (@hourly, @daily, @weekly,
@@ -32,11 +33,13 @@ type PVCBackupSpec struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=128
 	// +kubebuilder:validation:XValidation:rule="self.matches('^((CRON_TZ|TZ)=[A-Za-z0-9_+/-]+ +)?(@(yearly|annually|monthly|weekly|daily|midnight|hourly)|@every +[0-9a-z.]+|[^ ]+( +[^ ]+){4})$')",message="schedule must be five cron fields or a descriptor such as @daily or @every 6h, optionally prefixed with CRON_TZ=<zone>"
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Schedule",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:text"},order=2
 	Schedule string `json:"schedule"`
 
 	// TimeZone is the IANA time zone of the schedule (e.g. Europe/Berlin); default UTC.
 	// +kubebuilder:validation:MaxLength=64
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Time Zone",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:text"},order=3
 	TimeZone *string `json:"timeZone,omitempty"`
 
 	// StartingDeadlineSeconds: a scheduled backup that could not start within this many seconds of
@@ -44,14 +47,17 @@ type PVCBackupSpec struct {
 	// Unset: a late backup always runs (at most one catch-up run).
 	// +kubebuilder:validation:Minimum=0
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Starting Deadline (seconds)",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:number","urn:alm:descriptor:com.tectonic.ui:advanced"},order=4
 	StartingDeadlineSeconds *int64 `json:"startingDeadlineSeconds,omitempty"`
 
 	// Suspend stops scheduling new backups; a running one finishes.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Suspend",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:booleanSwitch"},order=4
 	Suspend bool `json:"suspend,omitempty"`
 
 	// Trigger requests a backup outside the schedule.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Trigger",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:advanced"},order=4
 	Trigger *Trigger `json:"trigger,omitempty"`
 
 	// The bucket naming rules are CEL rules, each with its own message; the same rules guard
@@ -72,6 +78,7 @@ type PVCBackupSpec struct {
 	// +kubebuilder:validation:XValidation:rule="!self.matches('^[0-9]+([.][0-9]+){3}$')",message="a bucket name must not be formatted as an IP address"
 	// +kubebuilder:validation:XValidation:rule="!self.startsWith('xn--')",message="a bucket name must not start with xn--"
 	// +kubebuilder:validation:XValidation:rule="!self.endsWith('-s3alias') && !self.endsWith('--ol-s3')",message="a bucket name must not end with -s3alias or --ol-s3 (reserved for access point aliases)"
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="S3 Bucket",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:text"},order=5
 	S3Bucket string `json:"s3Bucket"`
 	// Engine chooses how backups are stored. Kopia: a kopia repository under the PVCBackup's
 	// prefix (content-defined chunks, deduplicated across backups, encrypted with the password
@@ -82,30 +89,36 @@ type PVCBackupSpec struct {
 	// says which. Backups of either engine stay restorable whatever this field says later.
 	// +kubebuilder:validation:Enum=Kopia;Archive
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Engine",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:select:Kopia","urn:alm:descriptor:com.tectonic.ui:select:Archive"},order=7
 	Engine BackupEngine `json:"engine,omitempty"`
 
 	// S3 is where and how to reach the bucket.
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="S3",order=6
 	S3 S3Location `json:"s3"`
 
 	// Snapshot takes a crash-consistent CSI VolumeSnapshot of the PVC and backs that up. Without it,
 	// the PVC itself is mounted read-only by the mover (it must allow a second reader).
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Snapshot",order=8
 	Snapshot *SnapshotOptions `json:"snapshot,omitempty"`
 
 	// Mover tunes the pod that reads the volume and streams it to S3.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Mover",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:advanced"},order=9
 	Mover *MoverOptions `json:"mover,omitempty"`
 
 	// DeletionPolicy says what happens to the backups in S3 when this PVCBackup is deleted:
 	// Retain (the default) keeps them; Delete removes every object of this PVCBackup first.
 	// +kubebuilder:default=Retain
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Deletion Policy",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:select:Retain","urn:alm:descriptor:com.tectonic.ui:select:Delete"},order=10
 	DeletionPolicy DeletionPolicy `json:"deletionPolicy,omitempty"`
 
 	// Verify downloads each new backup right after it is written and checks it against its
 	// manifest (sha256, size, file counts) without writing anywhere, in a second mover Job. The
 	// result is lastRun.verified; a failed verification makes Ready False (VerificationFailed).
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Verify",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:booleanSwitch"},order=10
 	Verify bool `json:"verify,omitempty"`
 
 	// Retention prunes old backups after each successful one. Unset keeps every backup. When set,
@@ -113,6 +126,7 @@ type PVCBackupSpec struct {
 	// with every rule 0 (e.g. {keepLast: 0}) is rejected, as it could mean "keep nothing" as well
 	// as "keep everything".
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Retention",order=11
 	Retention *Retention `json:"retention,omitempty"`
 }
 
@@ -124,18 +138,22 @@ type Retention struct {
 	// KeepLast keeps the newest N backups.
 	// +kubebuilder:validation:Minimum=0
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Keep Last",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:number"}
 	KeepLast int32 `json:"keepLast,omitempty"`
 	// KeepDaily keeps the newest backup of each of the last N days that have one.
 	// +kubebuilder:validation:Minimum=0
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Keep Daily",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:number"}
 	KeepDaily int32 `json:"keepDaily,omitempty"`
 	// KeepWeekly keeps the newest backup of each of the last N ISO weeks that have one.
 	// +kubebuilder:validation:Minimum=0
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Keep Weekly",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:number"}
 	KeepWeekly int32 `json:"keepWeekly,omitempty"`
 	// KeepMonthly keeps the newest backup of each of the last N months that have one.
 	// +kubebuilder:validation:Minimum=0
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Keep Monthly",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:number"}
 	KeepMonthly int32 `json:"keepMonthly,omitempty"`
 }
 
@@ -170,6 +188,7 @@ type Trigger struct {
 	// Manual starts one backup each time it is set to a new value (e.g. a date or a counter).
 	// +kubebuilder:validation:MaxLength=128
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Manual Trigger",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:text"}
 	Manual string `json:"manual,omitempty"`
 }
 
@@ -180,11 +199,13 @@ type S3Location struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
 	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9.-]+(:[0-9]{1,5})?$`
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Endpoint",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:text"}
 	Endpoint string `json:"endpoint"`
 
 	// Region of the bucket, when the endpoint needs one.
 	// +kubebuilder:validation:MaxLength=64
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Region",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:text"}
 	Region string `json:"region,omitempty"`
 
 	// Prefix is prepended to every object key (e.g. "prod/"). Backups of this PVCBackup live under
@@ -192,20 +213,24 @@ type S3Location struct {
 	// +kubebuilder:validation:MaxLength=512
 	// +kubebuilder:validation:Pattern=`^([^/].*)?$`
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Prefix",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:text"}
 	Prefix string `json:"prefix,omitempty"`
 
 	// CredentialsSecretRef names the Secret with the access key and secret key. Credentials are
 	// only ever passed by reference: the operator reads them to talk to S3 itself (bucket check,
 	// deletion) and the mover receives them as secretKeyRef environment variables.
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Credentials Secret"
 	CredentialsSecretRef CredentialsSecretRef `json:"credentialsSecretRef"`
 
 	// Insecure uses plain HTTP. Only for endpoints inside a trusted network.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Insecure (HTTP)",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:booleanSwitch"}
 	Insecure bool `json:"insecure,omitempty"`
 
 	// CABundleSecretRef names a Secret key with PEM certificates to trust for the endpoint, in
 	// addition to the system roots.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="CA Bundle Secret",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:advanced"}
 	CABundleSecretRef *SecretKeySelector `json:"caBundleSecretRef,omitempty"`
 }
 
@@ -226,6 +251,7 @@ type CredentialsSecretRef struct {
 	// Name of the Secret in this namespace.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Secret Name",xDescriptors={"urn:alm:descriptor:io.kubernetes:Secret"}
 	Name string `json:"name"`
 	// AccessKeyIDKey is the key of the access key ID.
 	// +kubebuilder:default=AWS_ACCESS_KEY_ID
@@ -251,6 +277,7 @@ type SecretKeySelector struct {
 	// Name of the Secret.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Secret Name",xDescriptors={"urn:alm:descriptor:io.kubernetes:Secret"}
 	Name string `json:"name"`
 	// Key in the Secret.
 	// +kubebuilder:default=ca.crt
@@ -264,6 +291,7 @@ type SnapshotOptions struct {
 	// VolumeSnapshotClassName of the snapshot taken before each backup.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Volume Snapshot Class",xDescriptors={"urn:alm:descriptor:io.kubernetes:snapshot.storage.k8s.io:v1:VolumeSnapshotClass"}
 	VolumeSnapshotClassName string `json:"volumeSnapshotClassName"`
 }
 
@@ -276,12 +304,14 @@ type MoverOptions struct {
 	PodSecurityContext *corev1.PodSecurityContext `json:"podSecurityContext,omitempty"`
 	// Resources of the mover container.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Resources",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:resourceRequirements"}
 	Resources corev1.ResourceRequirements `json:"resources,omitempty"`
 	// ActiveDeadlineSeconds bounds one mover Job (a backup, its verification, or a restore), from
 	// its creation, waiting for a pod included: past it the Job is stopped and the run ends
 	// Failed with reason DeadlineExceeded. Default 21600 (6 hours).
 	// +kubebuilder:validation:Minimum=60
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Active Deadline (seconds)",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:number"}
 	ActiveDeadlineSeconds *int64 `json:"activeDeadlineSeconds,omitempty"`
 }
 
@@ -430,9 +460,11 @@ type PVCBackupStatus struct {
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 	// LastBackup is when the last successful backup completed (RFC3339).
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Last Backup",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:text"},order=1
 	LastBackup string `json:"lastBackup,omitempty"`
 	// NextBackup is when the next scheduled backup is due (RFC3339).
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Next Backup",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:text"},order=2
 	NextBackup string `json:"nextBackup,omitempty"`
 	// LastScheduleTime is the latest scheduled time already handled (run, missed, skipped, or passed
 	// while suspended): the scheduler's only state.
@@ -466,6 +498,7 @@ type PVCBackupStatus struct {
 	BrokenBackups []BrokenBackup `json:"brokenBackups,omitempty"`
 	// Engine the next backup will use: spec.engine, or what the prefix holds when it is empty.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Engine",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:text"},order=3
 	Engine BackupEngine `json:"engine,omitempty"`
 	// Repository is the state of the kopia repository, as the last kopia run found it.
 	// +optional
@@ -473,6 +506,7 @@ type PVCBackupStatus struct {
 	// MissedSchedules counts scheduled times that never ran (operator down past the deadline, or
 	// more than one tick missed: only the latest is caught up).
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Missed Schedules",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:text"},order=4
 	MissedSchedules int64 `json:"missedSchedules,omitempty"`
 	// SkippedSchedules counts scheduled times that came while a run was still going.
 	// +optional
@@ -481,6 +515,7 @@ type PVCBackupStatus struct {
 	// +optional
 	// +listType=map
 	// +listMapKey=type
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Conditions",xDescriptors={"urn:alm:descriptor:io.kubernetes.conditions"},order=5
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
 
@@ -494,6 +529,7 @@ type PVCBackupStatus struct {
 // +kubebuilder:printcolumn:name="Next",type=string,JSONPath=`.status.nextBackup`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +operator-sdk:csv:customresourcedefinitions:displayName="PVC Backup",resources={{Job,v1},{PersistentVolumeClaim,v1},{VolumeSnapshot,v1}}
 type PVCBackup struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

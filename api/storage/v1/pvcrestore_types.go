@@ -28,11 +28,14 @@ const (
 // +kubebuilder:validation:XValidation:rule="has(self.target.pvcName) != has(self.target.newPVC)",message="set exactly one of target.pvcName and target.newPVC"
 type PVCRestoreSpec struct {
 	// Source is the backup to restore.
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Source",order=1
 	Source RestoreSource `json:"source"`
 	// Target is the volume to restore into.
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Target",order=2
 	Target RestoreTarget `json:"target"`
 	// Mover tunes the pod that writes the volume.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Mover",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:advanced"},order=3
 	Mover *MoverOptions `json:"mover,omitempty"`
 }
 
@@ -44,9 +47,11 @@ type RestoreSource struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="PVC Backup",xDescriptors={"urn:alm:descriptor:io.kubernetes:storage.okgoes.com:v1:PVCBackup"}
 	PVCBackup string `json:"pvcBackup,omitempty"`
 	// S3 locates backups without a PVCBackup here.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="S3 Location",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:advanced"}
 	S3 *RestoreS3Source `json:"s3,omitempty"`
 	// BackupID is the id of the backup (status.backups[].id of the PVCBackup), or "latest" for
 	// the newest backup that has a manifest.
@@ -54,6 +59,7 @@ type RestoreSource struct {
 	// +kubebuilder:validation:MaxLength=64
 	// +kubebuilder:validation:Pattern=`^(latest|[0-9]{8}T[0-9]{6}Z(-manual)?)$`
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Backup ID",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:text"}
 	BackupID string `json:"backupID,omitempty"`
 }
 
@@ -73,16 +79,20 @@ type RestoreS3Source struct {
 	// +kubebuilder:validation:XValidation:rule="!self.matches('^[0-9]+([.][0-9]+){3}$')",message="a bucket name must not be formatted as an IP address"
 	// +kubebuilder:validation:XValidation:rule="!self.startsWith('xn--')",message="a bucket name must not start with xn--"
 	// +kubebuilder:validation:XValidation:rule="!self.endsWith('-s3alias') && !self.endsWith('--ol-s3')",message="a bucket name must not end with -s3alias or --ol-s3 (reserved for access point aliases)"
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Bucket",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:text"}
 	Bucket string `json:"bucket"`
 	// Location is the endpoint, prefix and credentials (a Secret in this namespace).
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Location"
 	Location S3Location `json:"location"`
 	// Namespace the PVCBackup was in when it made the backups.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=63
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Namespace",xDescriptors={"urn:alm:descriptor:io.kubernetes:Namespace"}
 	Namespace string `json:"namespace"`
 	// PVCBackup is the name of the PVCBackup that made them.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="PVC Backup",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:text"}
 	PVCBackup string `json:"pvcBackup"`
 }
 
@@ -91,20 +101,24 @@ type RestoreTarget struct {
 	// PVCName is an existing PVC in this namespace.
 	// +kubebuilder:validation:MaxLength=253
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Existing PVC",xDescriptors={"urn:alm:descriptor:io.kubernetes:PersistentVolumeClaim"}
 	PVCName string `json:"pvcName,omitempty"`
 	// NewPVC creates the target PVC. It is not owned by the PVCRestore: it stays when the
 	// PVCRestore is deleted.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="New PVC"
 	NewPVC *NewPVCTemplate `json:"newPVC,omitempty"`
 	// Overwrite says what to do when the target holds data: Refuse (the default) fails the
 	// restore, Clean empties the volume first, Merge writes over it and keeps files not in the
 	// backup.
 	// +kubebuilder:default=Refuse
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Overwrite",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:select:Refuse","urn:alm:descriptor:com.tectonic.ui:select:Clean","urn:alm:descriptor:com.tectonic.ui:select:Merge"}
 	Overwrite OverwritePolicy `json:"overwrite,omitempty"`
 	// AllowInUse restores even while a running pod mounts the target read-write (the
 	// application may then see files change under it).
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Allow In Use",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:booleanSwitch"}
 	AllowInUse bool `json:"allowInUse,omitempty"`
 }
 
@@ -113,12 +127,15 @@ type NewPVCTemplate struct {
 	// Name of the new PVC.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Name",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:text"}
 	Name string `json:"name"`
 	// Size of the volume.
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Size",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:text"}
 	Size resource.Quantity `json:"size"`
 	// StorageClassName; empty means the cluster default.
 	// +kubebuilder:validation:MaxLength=253
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Storage Class",xDescriptors={"urn:alm:descriptor:io.kubernetes:storage.k8s.io:v1:StorageClass"}
 	StorageClassName *string `json:"storageClassName,omitempty"`
 	// AccessModes; default ReadWriteOnce.
 	// +kubebuilder:validation:MaxItems=4
@@ -148,9 +165,11 @@ type PVCRestoreStatus struct {
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 	// Phase of the restore.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Phase",xDescriptors={"urn:alm:descriptor:io.kubernetes.phase"},order=1
 	Phase RestorePhase `json:"phase,omitempty"`
 	// BackupID is the backup being restored (resolved from "latest").
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Backup ID",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:text"},order=2
 	BackupID string `json:"backupID,omitempty"`
 	// ObjectKey of the archive restored.
 	// +optional
@@ -163,6 +182,7 @@ type PVCRestoreStatus struct {
 	SnapshotID string `json:"snapshotID,omitempty"`
 	// TargetPVC is the PVC written.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Target PVC",xDescriptors={"urn:alm:descriptor:io.kubernetes:PersistentVolumeClaim"},order=3
 	TargetPVC string `json:"targetPVC,omitempty"`
 	// StartTime and CompletionTime of the restore.
 	// +optional
@@ -180,11 +200,13 @@ type PVCRestoreStatus struct {
 	Files int64 `json:"files,omitempty"`
 	// VerifiedSHA256 is the sha256 of the archive stream, checked against the manifest.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Verified SHA-256",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:text"},order=4
 	VerifiedSHA256 string `json:"verifiedSHA256,omitempty"`
 	// Conditions: Complete, plus Ready-style detail while waiting.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Conditions",xDescriptors={"urn:alm:descriptor:io.kubernetes.conditions"},order=5
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
 
@@ -196,6 +218,7 @@ type PVCRestoreStatus struct {
 // +kubebuilder:printcolumn:name="Target",type=string,JSONPath=`.status.targetPVC`
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +operator-sdk:csv:customresourcedefinitions:displayName="PVC Restore",resources={{Job,v1},{PersistentVolumeClaim,v1}}
 type PVCRestore struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

@@ -1,6 +1,7 @@
 package checks
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -11,90 +12,104 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// The bundle's scorecard configuration (written by hack/bundle) and this binary agree: every
-// `suite: okgoes` entry runs a test the binary has, under its own name, from the scorecard image;
-// and once the suite is configured, every test of the binary is in it.
+// The bundle's scorecard configuration (written by hack/bundle) and this binary agree: the
+// `suite: okgoes` entries run every test of the binary once, under its own name, from the
+// scorecard image released with the operator image (same tag as the CSV's containerImage).
 func TestBundleScorecardConfig(t *testing.T) {
-	data, err := os.ReadFile(filepath.Join(repoRoot(t), "bundle", "tests", "scorecard", "config.yaml"))
+	root := repoRoot(t)
+	data, err := os.ReadFile(filepath.Join(root, "bundle", "tests", "scorecard", "config.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkConfig(t, data)
+	tag := operatorImageTag(t)
+	for _, p := range configProblems(data, tag) {
+		t.Error(p)
+	}
 }
 
-// okgoesStage is the stage hack/bundle adds to bundle/tests/scorecard/config.yaml (image tag:
-// the operator's version).
-const okgoesStage = `- parallel: true
-  tests:
-  - entrypoint: [okgoes-scorecard, alm-examples-have-spec]
-    image: quay.io/okgoes/okgoes-operator-scorecard:v0.3.0
-    labels: {suite: okgoes, test: alm-examples-have-spec}
-  - entrypoint: [okgoes-scorecard, crds-have-validation]
-    image: quay.io/okgoes/okgoes-operator-scorecard:v0.3.0
-    labels: {suite: okgoes, test: crds-have-validation}
-  - entrypoint: [okgoes-scorecard, crds-have-resources]
-    image: quay.io/okgoes/okgoes-operator-scorecard:v0.3.0
-    labels: {suite: okgoes, test: crds-have-resources}
-  - entrypoint: [okgoes-scorecard, descriptors-cover-samples]
-    image: quay.io/okgoes/okgoes-operator-scorecard:v0.3.0
-    labels: {suite: okgoes, test: descriptors-cover-samples}
-  - entrypoint: [okgoes-scorecard, samples-ready]
-    image: quay.io/okgoes/okgoes-operator-scorecard:v0.3.0
-    labels: {suite: okgoes, test: samples-ready}
-  - entrypoint: [okgoes-scorecard, invalid-rejected]
-    image: quay.io/okgoes/okgoes-operator-scorecard:v0.3.0
-    labels: {suite: okgoes, test: invalid-rejected}
-`
-
-func TestOkgoesStageIsComplete(t *testing.T) {
-	data, err := os.ReadFile(filepath.Join(repoRoot(t), "bundle", "tests", "scorecard", "config.yaml"))
+// Each way the configuration can go wrong is reported, the okgoes stage missing altogether
+// included.
+func TestBundleScorecardConfigProblems(t *testing.T) {
+	root := repoRoot(t)
+	good, err := os.ReadFile(filepath.Join(root, "bundle", "tests", "scorecard", "config.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if strings.Contains(string(data), "suite: okgoes") {
-		t.Skip("the bundle's config has the okgoes stage: TestBundleScorecardConfig checks it")
+	tag := operatorImageTag(t)
+	if p := configProblems(good, tag); len(p) > 0 {
+		t.Fatalf("the bundle's configuration has problems: %v", p)
 	}
-	if !strings.HasSuffix(string(data), "\n") || !strings.Contains(string(data), "\nstages:\n") {
-		t.Fatalf("unexpected layout of config.yaml:\n%s", data)
-	}
-	// The stages list is the last key of the file: the stage is appended to it.
-	if got := checkConfig(t, append(data, okgoesStage...)); len(got) != len(Tests) {
-		t.Fatalf("the stage configures %v", got)
+	text := string(good)
+	okgoesStage := text[strings.Index(text, "- parallel: true\n  tests:\n  - entrypoint: [okgoes-scorecard"):]
+	for _, c := range []struct{ name, config, want string }{
+		{"no okgoes stage", strings.TrimSuffix(text, okgoesStage), "has no suite=okgoes tests"},
+		{"a test left out", strings.Replace(text, "  - entrypoint: [okgoes-scorecard, samples-ready]\n", "  - entrypoint: [okgoes-scorecard, invalid-rejected]\n", 1), "test samples-ready is not in"},
+		{"a test twice", text + strings.Join(strings.Split(okgoesStage, "\n")[2:5], "\n") + "\n", "configured 2 times"},
+		{"an unknown test", strings.Replace(text, "[okgoes-scorecard, samples-ready]", "[okgoes-scorecard, samples-rdy]", 1), "want entrypoint [okgoes-scorecard, <one of"},
+		{"a wrong label", strings.Replace(text, "test: samples-ready}", "test: samples}", 1), `label test="samples"`},
+		{"another image", strings.Replace(text, "/okgoes-operator-scorecard:", "/okgoes-operator:", 1), "is not the scorecard image"},
+		{"another tag", strings.Replace(text, "-scorecard:"+tag, "-scorecard:v0.0.1", 1), "is not tagged " + tag},
+		{"not a configuration", text + "extra: field\n", "config.yaml:"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			problems := configProblems([]byte(c.config), tag)
+			if !slices.ContainsFunc(problems, func(p string) bool { return strings.Contains(p, c.want) }) {
+				t.Errorf("no problem says %q: %q", c.want, problems)
+			}
+		})
 	}
 }
 
-func checkConfig(t *testing.T, data []byte) (configured []string) {
+// operatorImageTag is the tag of the bundle CSV's containerImage.
+func operatorImageTag(t *testing.T) string {
 	t.Helper()
+	b := loadBundle(t)
+	image := b.CSV.Metadata.Annotations["containerImage"]
+	i := strings.LastIndex(image, ":")
+	if i < 0 {
+		t.Fatalf("containerImage %q has no tag", image)
+	}
+	return image[i+1:]
+}
+
+// configProblems lists what is wrong with a scorecard configuration's okgoes tests.
+func configProblems(data []byte, tag string) (problems []string) {
 	var cfg scapi.Configuration
 	if err := yaml.UnmarshalStrict(data, &cfg); err != nil {
-		t.Fatalf("bundle/tests/scorecard/config.yaml: %v", err)
+		return []string{"bundle/tests/scorecard/config.yaml: " + err.Error()}
 	}
+	count := map[string]int{}
 	for _, stage := range cfg.Stages {
 		for _, tc := range stage.Tests {
 			if tc.Labels["suite"] != "okgoes" {
 				continue
 			}
 			if len(tc.Entrypoint) != 2 || tc.Entrypoint[0] != "okgoes-scorecard" || Find(tc.Entrypoint[1]) == nil {
-				t.Errorf("entry %v: want entrypoint [okgoes-scorecard, <one of %s>]", tc.Entrypoint, strings.Join(Names(), ", "))
+				problems = append(problems, fmt.Sprintf("entry %v: want entrypoint [okgoes-scorecard, <one of %s>]", tc.Entrypoint, strings.Join(Names(), ", ")))
 				continue
 			}
-			if tc.Labels["test"] != tc.Entrypoint[1] {
-				t.Errorf("entry %v: label test=%q, want %q", tc.Entrypoint, tc.Labels["test"], tc.Entrypoint[1])
+			name := tc.Entrypoint[1]
+			if tc.Labels["test"] != name {
+				problems = append(problems, fmt.Sprintf("entry %s: label test=%q, want %q", name, tc.Labels["test"], name))
 			}
 			if !strings.Contains(tc.Image, "/okgoes-operator-scorecard:") {
-				t.Errorf("entry %v: image %q is not the scorecard image (make scorecard-image)", tc.Entrypoint, tc.Image)
+				problems = append(problems, fmt.Sprintf("entry %s: image %s is not the scorecard image (make scorecard-image)", name, tc.Image))
+			} else if !strings.HasSuffix(tc.Image, ":"+tag) {
+				problems = append(problems, fmt.Sprintf("entry %s: image %s is not tagged %s like the operator image", name, tc.Image, tag))
 			}
-			configured = append(configured, tc.Entrypoint[1])
+			count[name]++
 		}
 	}
-	if len(configured) == 0 {
-		t.Log("bundle/tests/scorecard/config.yaml has no suite=okgoes stage yet (hack/bundle writes it)")
-		return nil
+	if len(count) == 0 {
+		return append(problems, "bundle/tests/scorecard/config.yaml has no suite=okgoes tests")
 	}
 	for _, name := range Names() {
-		if !slices.Contains(configured, name) {
-			t.Errorf("test %s is not in bundle/tests/scorecard/config.yaml", name)
+		switch n := count[name]; {
+		case n == 0:
+			problems = append(problems, "test "+name+" is not in bundle/tests/scorecard/config.yaml")
+		case n > 1:
+			problems = append(problems, fmt.Sprintf("test %s is configured %d times", name, n))
 		}
 	}
-	return configured
+	return problems
 }

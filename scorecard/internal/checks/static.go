@@ -3,6 +3,7 @@ package checks
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -168,6 +169,17 @@ func descriptorsCoverSamples(_ context.Context, env *Env, r *recorder) {
 				descs []bundle.Descriptor
 			}{{"spec", o.SpecDescriptors}, {"status", o.StatusDescriptors}} {
 				obj, _ := s.Object[part.field].(map[string]any)
+				if part.field == "spec" {
+					// operator-sdk scorecard's olm-spec-descriptors wants a descriptor of its own
+					// for every top-level key of an example's spec: one for a field below it is
+					// not enough.
+					for _, k := range slices.Sorted(maps.Keys(obj)) {
+						if !slices.ContainsFunc(part.descs, func(d bundle.Descriptor) bool { return d.Path == k }) {
+							r.errorf("%s: example %s sets spec.%s, which has no specDescriptor of its own", id, s.GetName(), k)
+							r.suggestf("add a specDescriptor with path %s to the %s %s (+operator-sdk:csv:customresourcedefinitions marker)", k, o.Kind, o.Version)
+						}
+					}
+				}
 				covered := 0
 				for _, p := range leafPaths(obj, "") {
 					if !coveredBy(p, part.descs) {
