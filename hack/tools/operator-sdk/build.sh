@@ -16,7 +16,7 @@
 # -tags containers_image_openpgp (pure Go instead of cgo gpgme), the version ldflags. Nothing is
 # downloaded but Go modules. `$out.version` records the tag's commit.
 #
-#   THIRD_PARTY_DIR   where the archives are (default: ../shared/third_party beside the checkout)
+#   THIRD_PARTY_DIR   where the archives are (default: ../shared/third_party beside the checkout, else /work/shared/third_party)
 set -euo pipefail
 cd "$(dirname "$0")"
 root=$(cd ../../.. && pwd)
@@ -31,6 +31,9 @@ version=v1.42.3
 commit=2016cae87253bef07444dd47c463bdbb27c44c48 # `git get-tar-commit-id` of the archive: the tag's commit
 k8s_version=v1.33.1                             # K8S_VERSION of its Makefile
 third_party=${THIRD_PARTY_DIR:-$(cd "$root/.." && pwd)/shared/third_party}
+if [[ -z "${THIRD_PARTY_DIR:-}" && ! -d "$third_party" && -d /work/shared/third_party ]]; then
+	third_party=/work/shared/third_party # a clone outside the workspace (e.g. CI's clean clone in /tmp)
+fi
 
 if [[ -x "$out" && "$(cat "$out.version" 2>/dev/null)" == "$version $commit" ]]; then
 	exit 0
