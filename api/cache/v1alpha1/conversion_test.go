@@ -28,7 +28,7 @@ func filler(f *randfill.Filler) *randfill.Filler {
 		func(m *v1beta1.Mode, c randfill.Continue) {
 			*m = []v1beta1.Mode{v1beta1.ModeStandalone, v1beta1.ModeReplication, v1beta1.Mode(c.String(8) + "x")}[c.Intn(3)]
 		},
-				func(m *metav1.ObjectMeta, c randfill.Continue) {
+		func(m *metav1.ObjectMeta, c randfill.Continue) {
 			c.FillNoCustom(m)
 			m.ManagedFields = nil // covered by apimachinery's own tests; the webhook never touches it
 			m.CreationTimestamp = metav1.NewTime(time.Unix(c.Int63n(1<<33), 0).UTC())
