@@ -88,6 +88,19 @@ func mutateService(svc *corev1.Service, rc *cachev1beta1.RedisCache) {
 	port.Port = rc.Spec.Redis.Port
 	port.TargetPort = intstr.FromString(redisPortName)
 	svc.Spec.Ports = []corev1.ServicePort{port}
+	if isReplication(rc.Spec) {
+		// Only the pod the operator labelled primary: writes never reach a replica.
+		svc.Spec.Selector = mergeInto(selectorLabels(rc), map[string]string{roleLabel: rolePrimary})
+	}
+}
+
+func replicasServiceName(rc *cachev1beta1.RedisCache) string { return rc.Name + "-replicas" }
+
+// mutateReplicasService makes svc the read Service of a cache in Replication mode: the replicas
+// the operator labelled in sync with the primary.
+func mutateReplicasService(svc *corev1.Service, rc *cachev1beta1.RedisCache) {
+	mutateService(svc, rc)
+	svc.Spec.Selector = mergeInto(selectorLabels(rc), map[string]string{roleLabel: roleReplica})
 }
 
 // mutatePDB makes pdb limit voluntary disruptions of the Redis pods.
@@ -118,7 +131,29 @@ func mutateDeployment(dep *appsv1.Deployment, rc *cachev1beta1.RedisCache, hash 
 	if dep.Spec.Selector == nil { // immutable after creation
 		dep.Spec.Selector = &metav1.LabelSelector{MatchLabels: selectorLabels(rc)}
 	}
-	tpl := &dep.Spec.Template
+	mutatePodTemplate(&dep.Spec.Template, rc, hash)
+}
+
+// mutateStatefulSet makes sts run the Redis pods of rc in Replication mode: stable names
+// (<name>-0, <name>-1, ...) the status and the role labels refer to. Pods start and stop in
+// parallel: no pod waits for another, the operator elects the primary among those that answer.
+func mutateStatefulSet(sts *appsv1.StatefulSet, rc *cachev1beta1.RedisCache, hash string) {
+	sts.Labels = mergeInto(sts.Labels, childLabels(rc))
+	sts.Spec.Replicas = ptr.To(desiredReplicas(rc))
+	if sts.Spec.Selector == nil { // immutable after creation, like the two fields below
+		sts.Spec.Selector = &metav1.LabelSelector{MatchLabels: selectorLabels(rc)}
+	}
+	if sts.Spec.PodManagementPolicy == "" {
+		sts.Spec.PodManagementPolicy = appsv1.ParallelPodManagement
+	}
+	if sts.Spec.ServiceName == "" {
+		sts.Spec.ServiceName = replicasServiceName(rc)
+	}
+	mutatePodTemplate(&sts.Spec.Template, rc, hash)
+}
+
+// mutatePodTemplate makes tpl the Redis pod of rc with the configuration identified by hash.
+func mutatePodTemplate(tpl *corev1.PodTemplateSpec, rc *cachev1beta1.RedisCache, hash string) {
 	tpl.Labels = mergeInto(tpl.Labels, childLabels(rc))
 	tpl.Annotations = mergeInto(tpl.Annotations, map[string]string{configHashAnnotation: hash})
 
@@ -165,6 +200,9 @@ func mutateRedisContainer(c *corev1.Container, rc *cachev1beta1.RedisCache) {
 	if a := rc.Spec.Redis.Auth; a != nil {
 		// $(VAR) is expanded by the kubelet, so the password never appears in any object.
 		c.Args = append(c.Args, "--requirepass", "$("+passwordEnv+")")
+		if isReplication(rc.Spec) {
+			c.Args = append(c.Args, "--masterauth", "$("+passwordEnv+")")
+		}
 		ref := &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
 			LocalObjectReference: corev1.LocalObjectReference{Name: a.SecretRef.Name},
 			Key:                  secretKey(a),

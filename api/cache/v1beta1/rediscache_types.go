@@ -366,7 +366,6 @@ type Failover struct {
 // +kubebuilder:printcolumn:name="Replicas",type=integer,JSONPath=`.spec.replicas`
 // +kubebuilder:printcolumn:name="Available",type=integer,JSONPath=`.status.readyReplicas`
 // +kubebuilder:printcolumn:name="Mode",type=string,JSONPath=`.spec.mode`,priority=1
-// +kubebuilder:printcolumn:name="Primary",type=string,JSONPath=`.status.replication.primary`,priority=1
 // +kubebuilder:printcolumn:name="Policy",type=string,JSONPath=`.spec.redis.memory.evictionPolicy`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type RedisCache struct {
