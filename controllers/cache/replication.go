@@ -102,6 +102,8 @@ type election struct {
 	primary *member
 	// old is the labelled primary being replaced, nil when there was none.
 	old *member
+	// from names the primary being replaced, "" on a first election.
+	from string
 	// promote is true when primary must be made the primary now.
 	promote bool
 	// reason is why the labelled primary is not kept (a Reason* constant), "" when it is.
@@ -115,7 +117,10 @@ type election struct {
 // and boots fenced); wait up to after for one that is not ready or does not answer (since: when it
 // was first seen so); then promote the ready, reachable pod with the highest replication offset
 // (the most up-to-date), the lowest ordinal on a tie.
-func decidePrimary(members []*member, since, now time.Time, after time.Duration) election {
+//
+// previous is the primary the status last reported: when no pod is labelled primary and that pod
+// no longer exists, it was deleted (and is named as the one replaced).
+func decidePrimary(members []*member, previous string, since, now time.Time, after time.Duration) election {
 	var old *member
 	for _, m := range members {
 		if m.role() != rolePrimary {
@@ -128,15 +133,19 @@ func decidePrimary(members []*member, since, now time.Time, after time.Duration)
 	}
 	e := election{old: old}
 	switch {
+	case old == nil && previous != "" && !slices.ContainsFunc(members, func(m *member) bool { return m.pod.Name == previous }):
+		e.reason, e.message, e.from = ReasonPrimaryDeleted, fmt.Sprintf("primary %s was deleted", previous), previous
 	case old == nil:
 		e.reason, e.message = ReasonNoPrimary, "no pod is the primary"
 	case old.gone():
+		e.from = old.pod.Name
 		e.reason, e.message = ReasonPrimaryDeleted, fmt.Sprintf("primary %s is being deleted", old.pod.Name)
 	case old.info != nil && old.info.Role == redisadmin.RoleReplica:
+		e.from = old.pod.Name
 		e.reason, e.message = ReasonPrimaryRestarted, fmt.Sprintf("primary %s restarted: its Redis is a replica (of %s:%d) and lost its data",
 			old.pod.Name, old.info.MasterHost, old.info.MasterPort)
 	case old.info == nil || !old.ready():
-		e.reason = ReasonPrimaryUnavailable
+		e.reason, e.from = ReasonPrimaryUnavailable, old.pod.Name
 		if old.info == nil {
 			e.message = fmt.Sprintf("primary %s does not answer: %v", old.pod.Name, old.err)
 		} else {
@@ -203,7 +212,11 @@ func (r *RedisCacheReconciler) reconcileReplication(ctx context.Context, s *scop
 	if c := meta.FindStatusCondition(s.cache.Status.Conditions, cachev1beta1.ConditionPrimaryAvailable); c != nil && c.Status == metav1.ConditionFalse {
 		since = c.LastTransitionTime.Time
 	}
-	e := decidePrimary(members, since, now, failoverAfter(s.cache))
+	previous := ""
+	if st := s.cache.Status.Replication; st != nil {
+		previous = st.Primary
+	}
+	e := decidePrimary(members, previous, since, now, failoverAfter(s.cache))
 	obs := &replicationObservation{reason: e.reason, message: e.message, wait: e.wait, lag: map[string]int64{}}
 	s.obs.replication = obs
 	if len(members) == 0 {
@@ -222,10 +235,7 @@ func (r *RedisCacheReconciler) reconcileReplication(ctx context.Context, s *scop
 		if err := r.failover(ctx, s, e); err != nil {
 			return err
 		}
-		obs.failover = &cachev1beta1.Failover{Time: metav1.NewTime(now), To: e.primary.pod.Name, Reason: e.reason}
-		if e.old != nil {
-			obs.failover.From = e.old.pod.Name
-		}
+		obs.failover = &cachev1beta1.Failover{Time: metav1.NewTime(now), From: e.from, To: e.primary.pod.Name, Reason: e.reason}
 	}
 	p := e.primary
 	obs.primary, obs.available = p.pod.Name, true

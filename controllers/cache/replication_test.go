@@ -48,53 +48,60 @@ func TestDecidePrimary(t *testing.T) {
 	after := 10 * time.Second
 	deleted := func(m *member) *member { m.pod.DeletionTimestamp = &metav1.Time{Time: now}; return m }
 	tests := []struct {
-		name    string
-		members []*member
-		since   time.Time
-		want    string // the primary kept or promoted, "" for none
-		promote bool
-		reason  string
-		wait    time.Duration
+		name     string
+		members  []*member
+		previous string
+		since    time.Time
+		want     string // the primary kept or promoted, "" for none
+		promote  bool
+		reason   string
+		wait     time.Duration
 	}{
 		{"first boot: every pod fenced and empty, the lowest ordinal", []*member{
 			testMember(0, "", true, fenced()), testMember(1, "", true, fenced()), testMember(2, "", true, fenced())},
-			now, "c-0", true, ReasonNoPrimary, 0},
+			"", now, "c-0", true, ReasonNoPrimary, 0},
 		{"first boot, pod 0 not ready yet: the lowest ready ordinal", []*member{
 			testMember(0, "", false, fenced()), testMember(1, "", true, fenced())},
-			now, "c-1", true, ReasonNoPrimary, 0},
+			"", now, "c-1", true, ReasonNoPrimary, 0},
 		{"a healthy primary is kept", []*member{
 			testMember(0, rolePrimary, true, primaryAt(500)), testMember(1, roleReplica, true, replicaAt(500))},
-			now, "c-0", false, "", 0},
+			"", now, "c-0", false, "", 0},
 		{"a deleted primary: the most up-to-date replica at once, not the lowest ordinal", []*member{
 			deleted(testMember(0, rolePrimary, true, primaryAt(900))), testMember(1, roleReplica, true, replicaAt(300)),
 			testMember(2, roleReplica, true, replicaAt(900))},
-			now, "c-2", true, ReasonPrimaryDeleted, 0},
+			"", now, "c-2", true, ReasonPrimaryDeleted, 0},
 		{"a restarted primary (fenced, empty) is not promoted again", []*member{
 			testMember(0, rolePrimary, true, fenced()), testMember(1, roleReplica, true, replicaAt(700))},
-			now, "c-1", true, ReasonPrimaryRestarted, 0},
+			"", now, "c-1", true, ReasonPrimaryRestarted, 0},
 		{"a primary that does not answer is waited for", []*member{
 			testMember(0, rolePrimary, true, nil), testMember(1, roleReplica, true, replicaAt(700))},
-			now.Add(-4 * time.Second), "c-0", false, ReasonPrimaryUnavailable, 6 * time.Second},
+			"", now.Add(-4 * time.Second), "c-0", false, ReasonPrimaryUnavailable, 6 * time.Second},
 		{"a primary not ready for failoverAfter is replaced", []*member{
 			testMember(0, rolePrimary, false, primaryAt(800)), testMember(1, roleReplica, true, replicaAt(700))},
-			now.Add(-after), "c-1", true, ReasonPrimaryUnavailable, 0},
+			"", now.Add(-after), "c-1", true, ReasonPrimaryUnavailable, 0},
+		{"the primary's pod is gone (the status named it): replaced at once", []*member{
+			testMember(1, roleReplica, true, replicaAt(300)), testMember(2, roleReplica, true, replicaAt(900))},
+			"c-0", now, "c-2", true, ReasonPrimaryDeleted, 0},
+		{"no pod labelled, the primary the status named still there: a lost label, not a deletion", []*member{
+			testMember(0, "", true, primaryAt(900)), testMember(1, roleReplica, true, replicaAt(300))},
+			"c-0", now, "c-0", true, ReasonNoPrimary, 0},
 		{"no replica answers: nothing to promote", []*member{
 			deleted(testMember(0, rolePrimary, true, primaryAt(800))), testMember(1, roleReplica, true, nil)},
-			now, "", false, ReasonPrimaryDeleted, 0},
+			"", now, "", false, ReasonPrimaryDeleted, 0},
 		{"an unready replica is no candidate", []*member{
 			deleted(testMember(0, rolePrimary, true, nil)), testMember(1, roleReplica, false, replicaAt(999)),
 			testMember(2, roleReplica, true, replicaAt(10))},
-			now, "c-2", true, ReasonPrimaryDeleted, 0},
+			"", now, "c-2", true, ReasonPrimaryDeleted, 0},
 		{"half-done failover, two labelled: the one that answers as primary with the higher offset is kept", []*member{
 			testMember(0, rolePrimary, true, replicaAt(100)), testMember(1, rolePrimary, true, primaryAt(900))},
-			now, "c-1", false, "", 0},
+			"", now, "c-1", false, "", 0},
 		{"unlabelled primary after a lost label patch: promoting it is a no-op", []*member{
 			testMember(0, "", true, replicaAt(400)), testMember(1, "", true, primaryAt(900))},
-			now, "c-1", true, ReasonNoPrimary, 0},
+			"", now, "c-1", true, ReasonNoPrimary, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			e := decidePrimary(tt.members, tt.since, now, after)
+			e := decidePrimary(tt.members, tt.previous, tt.since, now, after)
 			got := ""
 			if e.primary != nil {
 				got = e.primary.pod.Name
