@@ -21,6 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
@@ -35,12 +36,13 @@ import (
 
 // redisProc is a redis-server playing the container of one pod.
 type redisProc struct {
-	port int32
-	cmd  *exec.Cmd
-	dir  string
+	port     int32
+	password string
+	cmd      *exec.Cmd
+	dir      string
 }
 
-func startRedis(t *testing.T, conf string) *redisProc {
+func startRedis(t *testing.T, conf string, args ...string) *redisProc {
 	t.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
@@ -62,10 +64,16 @@ func startRedis(t *testing.T, conf string) *redisProc {
 	// The pod's configuration, with the port, address and directory of this machine.
 	cmd := exec.Command(bin, confPath, "--port", strconv.Itoa(int(port)), "--bind", "127.0.0.1",
 		"--logfile", filepath.Join(dir, "redis.log"))
+	cmd.Args = append(cmd.Args, args...)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	p := &redisProc{port: port, cmd: cmd, dir: dir}
+	for i := range args {
+		if args[i] == "--requirepass" && i+1 < len(args) {
+			p.password = args[i+1]
+		}
+	}
 	t.Cleanup(p.kill)
 	eventually(t, 10*time.Second, func() error { return p.client().Ping(testCtx).Err() })
 	return p
@@ -73,7 +81,7 @@ func startRedis(t *testing.T, conf string) *redisProc {
 
 func (p *redisProc) addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(int(p.port))) }
 func (p *redisProc) client() *redis.Client {
-	return redis.NewClient(&redis.Options{Addr: p.addr(), DisableIdentity: true, Protocol: 2, MaxRetries: -1})
+	return redis.NewClient(&redis.Options{Addr: p.addr(), Password: p.password, DisableIdentity: true, Protocol: 2, MaxRetries: -1})
 }
 func (p *redisProc) freeze() { _ = p.cmd.Process.Signal(syscall.SIGSTOP) }
 func (p *redisProc) thaw()   { _ = p.cmd.Process.Signal(syscall.SIGCONT) }
@@ -88,7 +96,7 @@ func (p *redisProc) kill() {
 
 func (p *redisProc) info(t *testing.T) redisadmin.Info {
 	t.Helper()
-	in, err := redisadmin.Client{}.Replication(testCtx, p.addr(), "")
+	in, err := redisadmin.Client{}.Replication(testCtx, p.addr(), p.password)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,8 +198,21 @@ func startReplicationCache(t *testing.T, rc *cachev1beta1.RedisCache) ([]*redisP
 	})
 	var procs []*redisProc
 	var pods []*corev1.Pod
+	sts := &appsv1.StatefulSet{}
+	eventually(t, 30*time.Second, func() error { return k8s.Get(testCtx, key, sts) })
+	var args []string
+	if a := rc.Spec.Redis.Auth; a != nil {
+		// The pod's arguments with the Secret's value, as the kubelet expands $(REDIS_PASSWORD).
+		secret := &corev1.Secret{}
+		if err := k8s.Get(testCtx, types.NamespacedName{Namespace: rc.Namespace, Name: a.SecretRef.Name}, secret); err != nil {
+			t.Fatal(err)
+		}
+		for _, arg := range sts.Spec.Template.Spec.Containers[0].Args[1:] {
+			args = append(args, strings.ReplaceAll(arg, "$("+passwordEnv+")", string(secret.Data[secretKey(a)])))
+		}
+	}
 	for i := range int(n) {
-		procs = append(procs, startRedis(t, cm.Data[redisConfKey]))
+		procs = append(procs, startRedis(t, cm.Data[redisConfKey], args...))
 		pods = append(pods, playPod(t, rc, i, procs[i]))
 	}
 	playStatefulSet(t, key, n)
@@ -404,4 +425,44 @@ func TestReplicationFencesAReturningPrimary(t *testing.T) {
 		t.Errorf("pods labelled primary: %v", p)
 	}
 	waitForPhase(t, rc, cachev1beta1.PhaseReady, ReasonAvailable)
+}
+
+// TestConvergedReplicationCacheMakesNoWrites: a cache in Replication mode (with a password: the
+// operator authenticates, the replicas use masterauth) that is Ready makes no write in 50 forced
+// reconciles: no child, no pod label, no status (offsets move, the status does not).
+func TestConvergedReplicationCacheMakesNoWrites(t *testing.T) {
+	ns := newNamespace(t)
+	if err := k8s.Create(testCtx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "auth"},
+		StringData: map[string]string{"password": "s3cret"}}); err != nil {
+		t.Fatal(err)
+	}
+	rc := replicationCache(ns, "steady", 3, 10)
+	rc.Spec.Redis.Auth = &cachev1beta1.Auth{SecretRef: cachev1beta1.SecretKeyReference{Name: "auth", Key: "password"}}
+	procs, _ := startReplicationCache(t, rc)
+	waitForPrimary(t, rc, "steady-0")
+	if err := procs[0].client().Set(testCtx, "k", "v", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second) // let the running manager finish what the last status write queued
+
+	wrapped, writes := writeCountingClient(t)
+	r := &RedisCacheReconciler{Client: wrapped, APIReader: mgr.GetAPIReader(), PodAddress: testPodAddress}
+	key := client.ObjectKeyFromObject(rc)
+	for i := range 50 {
+		res, err := r.Reconcile(testCtx, ctrl.Request{NamespacedName: key})
+		if err != nil {
+			t.Fatalf("reconcile %d: %v", i, err)
+		}
+		if res.RequeueAfter != replicationResync {
+			t.Fatalf("reconcile %d: requeue after %v, want the resync %v", i, res.RequeueAfter, replicationResync)
+		}
+	}
+	if n, written := writes(); n != 0 {
+		t.Errorf("50 reconciles of a converged replication cache made %d writes: %v", n, written)
+	}
+	for _, p := range procs[1:] {
+		if in := p.info(t); in.Role != redisadmin.RoleReplica || in.MasterPort != procs[0].port || !in.MasterLinkUp {
+			t.Errorf("replica on port %d: %+v", p.port, in)
+		}
+	}
 }
