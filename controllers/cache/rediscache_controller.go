@@ -110,6 +110,9 @@ func (r *RedisCacheReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	// The gauges move before the status is written, so whoever sees the new status (a user, a
 	// test) also sees the metrics that go with it.
 	observeMetrics(rc)
+	if s.obs.err == nil {
+		observeReplicationMetrics(rc, s.obs.replication)
+	}
 	switch perr := r.patchStatus(ctx, base, rc); {
 	case apierrors.IsConflict(perr):
 		// The cache handed us an older RedisCache than the stored one; a patch computed from it

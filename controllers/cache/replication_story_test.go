@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -14,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/redis/go-redis/v9"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -312,6 +315,9 @@ func TestReplicationElectsAPrimaryAndRoutesTheServices(t *testing.T) {
 	if p := primaries(t, rc); len(p) != 1 || p[0] != "repl-0" {
 		t.Errorf("pods labelled primary: %v", p)
 	}
+	if got := lagSeries(ns, "repl"); fmt.Sprint(got) != "[repl-1 repl-2]" {
+		t.Errorf("okgoes_rediscache_replication_lag_bytes series for pods %v, want repl-1 and repl-2", got)
+	}
 	// Writes through the primary reach the replicas; a replica refuses writes.
 	if err := procs[0].client().Set(testCtx, "k", "v", 0).Err(); err != nil {
 		t.Fatal(err)
@@ -465,4 +471,26 @@ func TestConvergedReplicationCacheMakesNoWrites(t *testing.T) {
 			t.Errorf("replica on port %d: %+v", p.port, in)
 		}
 	}
+}
+
+// lagSeries names the pods with an okgoes_rediscache_replication_lag_bytes series of a cache.
+func lagSeries(ns, name string) []string {
+	ch := make(chan prometheus.Metric, 100)
+	go func() { replicationLagGauge.Collect(ch); close(ch) }()
+	var pods []string
+	for m := range ch {
+		var d dto.Metric
+		if m.Write(&d) != nil {
+			continue
+		}
+		l := map[string]string{}
+		for _, p := range d.GetLabel() {
+			l[p.GetName()] = p.GetValue()
+		}
+		if l["namespace"] == ns && l["name"] == name {
+			pods = append(pods, l["pod"])
+		}
+	}
+	slices.Sort(pods)
+	return pods
 }
