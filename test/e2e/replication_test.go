@@ -1,0 +1,152 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// TestRedisCacheReplicationFailsOver runs a RedisCache in Replication mode on real pods: writes
+// through the Service <name> reach the primary and are read back through <name>-replicas (which
+// refuses writes); deleting the primary's pod promotes a replica, and writes through <name>
+// succeed again within a measured time with every write the replicas had acknowledged (WAIT)
+// still there; exactly one pod is labelled primary, and the replacement pod joins as a replica.
+func TestRedisCacheReplicationFailsOver(t *testing.T) {
+	ns := namespace(t, "e2e-repl")
+	rc := sample(t, "cache_v1beta1_rediscache.yaml")
+	rc.SetNamespace(ns)
+	rc.SetName("repl")
+	must(t, unstructured.SetNestedField(rc.Object, cfg.redisImage, "spec", "redis", "image"))
+	must(t, unstructured.SetNestedField(rc.Object, "Replication", "spec", "mode"))
+	must(t, unstructured.SetNestedField(rc.Object, int64(3), "spec", "replicas"))
+	must(t, unstructured.SetNestedField(rc.Object, int64(5), "spec", "replication", "failoverAfterSeconds"))
+	must(t, k8s.Create(ctx, rc))
+	ready := waitForCache(t, rc, 3)
+	primary := str(ready, "status", "replication", "primary")
+	if primary == "" {
+		t.Fatalf("no primary in the status of a Ready cache:\n%s", statusJSON(ready))
+	}
+	writeIP, readIP := serviceIP(t, ns, "repl"), serviceIP(t, ns, "repl-replicas")
+	cli := redisClientPod(t, ns)
+	redisCLI := func(script string) (string, error) {
+		return kubectl("-n", ns, "exec", cli, "--", "sh", "-c", script)
+	}
+
+	// 100 keys through <name>, acknowledged by both replicas (WAIT 2) before the test goes on.
+	var mset strings.Builder
+	for i := range 100 {
+		fmt.Fprintf(&mset, " k%d v%d", i, i)
+	}
+	out, err := redisCLI(fmt.Sprintf("printf 'MSET%s\\nWAIT 2 10000\\n' | redis-cli -h %s -p 6379", mset.String(), writeIP))
+	if err != nil || !strings.Contains(out, "OK") || strings.TrimSpace(out[strings.LastIndex(out, "OK")+2:]) != "2" {
+		t.Fatalf("MSET + WAIT 2 through the Service repl: %v\n%s", err, out)
+	}
+	for range 5 { // several connections: the Service spreads them over both replicas
+		if out, err := redisCLI(fmt.Sprintf("redis-cli -h %s -p 6379 GET k99", readIP)); err != nil || strings.TrimSpace(out) != "v99" {
+			t.Fatalf("GET k99 through repl-replicas: %v %q", err, out)
+		}
+	}
+	if out, _ := redisCLI(fmt.Sprintf("redis-cli -h %s -p 6379 SET x y", readIP)); !strings.Contains(out, "READONLY") {
+		t.Errorf("a write through repl-replicas was not refused: %q", out)
+	}
+
+	// Delete the primary's pod; write through <name> until a write succeeds.
+	start := time.Now()
+	must(t, k8s.Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: primary}}))
+	out, err = redisCLI(fmt.Sprintf(`i=0; while [ $i -lt 1200 ]; do
+		r=$(redis-cli -h %s -p 6379 SET after-failover yes 2>&1); [ "$r" = OK ] && echo "OK after $i tries" && exit 0
+		i=$((i+1)); sleep 0.05; done; echo "last: $r"; exit 1`, writeIP))
+	took := time.Since(start)
+	if err != nil {
+		t.Fatalf("no write succeeded through repl within the bound after deleting %s: %v\n%s", primary, err, out)
+	}
+	t.Logf("MEASURED: writes through the Service repl succeed again %s after the primary pod %s was deleted (%s)",
+		took.Round(10*time.Millisecond), primary, strings.TrimSpace(out))
+	if took > 30*time.Second {
+		t.Errorf("failover took %s, more than the 30 s bound docs/rediscache.md states", took)
+	}
+
+	after := waitForCache(t, rc, 3)
+	newPrimary := str(after, "status", "replication", "primary")
+	if newPrimary == primary || newPrimary == "" {
+		t.Fatalf("primary after the failover: %q (was %q)", newPrimary, primary)
+	}
+	t.Logf("lastFailover: %v", after.Object["status"].(map[string]any)["replication"].(map[string]any)["lastFailover"])
+	if out, err := redisCLI(fmt.Sprintf("redis-cli -h %s -p 6379 DBSIZE", writeIP)); err != nil || strings.TrimSpace(out) != "101" {
+		t.Errorf("keys on the new primary: %v %q, want the 100 acknowledged + 1", err, out)
+	}
+	labelled := podsOf(t, ns, map[string]string{"app.kubernetes.io/instance": "repl", "cache.okgoes.com/role": "primary"})
+	if len(labelled) != 1 || labelled[0].Name != newPrimary {
+		names := []string{}
+		for _, p := range labelled {
+			names = append(names, p.Name)
+		}
+		t.Errorf("pods labelled primary: %v, want only %s", names, newPrimary)
+	}
+	// The replacement of the deleted pod (same name, booted fenced) follows the new primary.
+	np := &corev1.Pod{}
+	must(t, k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: newPrimary}, np))
+	if got := redisReplication(t, ns, primary); got["role"] != "slave" || got["master_host"] != np.Status.PodIP || got["master_link_status"] != "up" {
+		t.Errorf("the replacement pod %s: %v, want a linked replica of %s (%s)", primary, got, newPrimary, np.Status.PodIP)
+	}
+}
+
+func serviceIP(t *testing.T, ns, name string) string {
+	t.Helper()
+	svc := &corev1.Service{}
+	must(t, k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, svc))
+	return svc.Spec.ClusterIP
+}
+
+// redisClientPod starts a pod of the Redis image that only sleeps: the suite runs redis-cli in it.
+func redisClientPod(t *testing.T, ns string) string {
+	t.Helper()
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "redis-client"},
+		Spec: corev1.PodSpec{
+			TerminationGracePeriodSeconds: ptr.To[int64](1),
+			AutomountServiceAccountToken:  ptr.To(false),
+			Containers: []corev1.Container{{
+				Name: "main", Image: cfg.redisImage, ImagePullPolicy: corev1.PullIfNotPresent,
+				Command: []string{"sh", "-c", "sleep 3600"},
+			}},
+		},
+	}
+	must(t, k8s.Create(ctx, pod))
+	eventually(t, "pod redis-client running", 2*time.Minute, func() (bool, string) {
+		got := &corev1.Pod{}
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(pod), got); err != nil {
+			return false, err.Error()
+		}
+		return got.Status.Phase == corev1.PodRunning, string(got.Status.Phase)
+	})
+	return pod.Name
+}
+
+// redisReplication is INFO replication of the Redis in pod, as key/value pairs.
+func redisReplication(t *testing.T, ns, pod string) map[string]string {
+	t.Helper()
+	info := map[string]string{}
+	eventually(t, "Redis in "+pod+" answers", 2*time.Minute, func() (bool, string) {
+		out, err := kubectl("-n", ns, "exec", pod, "-c", "redis", "--", "redis-cli", "INFO", "replication")
+		if err != nil {
+			return false, out
+		}
+		for _, l := range strings.Split(out, "\n") {
+			if k, v, ok := strings.Cut(strings.TrimSpace(l), ":"); ok {
+				info[k] = v
+			}
+		}
+		return info["role"] != "", out
+	})
+	return info
+}
