@@ -15,6 +15,14 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
+// go-redis logs dial failures of its pool on its own; every failure is returned to the caller,
+// which reports it (a condition, the reconcile log), so the library's log is silenced.
+func init() { redis.SetLogger(quiet{}) }
+
+type quiet struct{}
+
+func (quiet) Printf(context.Context, string, ...any) {}
+
 // Roles as INFO replication reports them.
 const (
 	RolePrimary = "master"
