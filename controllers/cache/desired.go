@@ -137,9 +137,10 @@ func mutateDeployment(dep *appsv1.Deployment, rc *cachev1beta1.RedisCache, hash 
 // mutateStatefulSet makes sts run the Redis pods of rc in Replication mode: stable names
 // (<name>-0, <name>-1, ...) the status and the role labels refer to. Pods start and stop in
 // parallel: no pod waits for another, the operator elects the primary among those that answer.
-func mutateStatefulSet(sts *appsv1.StatefulSet, rc *cachev1beta1.RedisCache, hash string) {
+// replicas is statefulSetReplicas: spec.replicas, or more while the primary waits to hand over.
+func mutateStatefulSet(sts *appsv1.StatefulSet, rc *cachev1beta1.RedisCache, hash string, replicas int32) {
 	sts.Labels = mergeInto(sts.Labels, childLabels(rc))
-	sts.Spec.Replicas = ptr.To(desiredReplicas(rc))
+	sts.Spec.Replicas = ptr.To(replicas)
 	if sts.Spec.Selector == nil { // immutable after creation, like the two fields below
 		sts.Spec.Selector = &metav1.LabelSelector{MatchLabels: selectorLabels(rc)}
 	}

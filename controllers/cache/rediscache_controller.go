@@ -143,7 +143,7 @@ func (r *RedisCacheReconciler) reconcileAdmission(ctx context.Context, s *scope)
 	hash := configHash(renderRedisConf(s.cache.Spec))
 	if isReplication(s.cache.Spec) {
 		return dryRunWorkload(ctx, r, s.cache, "StatefulSet", &appsv1.StatefulSet{}, func(sts *appsv1.StatefulSet) {
-			mutateStatefulSet(sts, s.cache, hash)
+			mutateStatefulSet(sts, s.cache, hash, desiredReplicas(s.cache))
 		})
 	}
 	return dryRunWorkload(ctx, r, s.cache, "Deployment", &appsv1.Deployment{}, func(dep *appsv1.Deployment) {
@@ -238,8 +238,13 @@ func (r *RedisCacheReconciler) reconcileStatefulSet(ctx context.Context, s *scop
 	if !isReplication(s.cache.Spec) {
 		return nil
 	}
+	p, err := r.primaryOrdinal(ctx, s.cache)
+	if err != nil {
+		return err
+	}
+	replicas := statefulSetReplicas(s.cache, p)
 	sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: s.cache.Namespace, Name: s.cache.Name}}
-	if err := r.ensure(ctx, s.cache, "StatefulSet", sts, func() { mutateStatefulSet(sts, s.cache, s.obs.configHash) }); err != nil {
+	if err := r.ensure(ctx, s.cache, "StatefulSet", sts, func() { mutateStatefulSet(sts, s.cache, s.obs.configHash, replicas) }); err != nil {
 		return err
 	}
 	s.obs.statefulSet = sts

@@ -3,6 +3,7 @@ package cache
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"slices"
@@ -27,6 +28,10 @@ import (
 // no decision of the operator is ever needed to keep a pod from taking writes.
 
 const (
+	// promotedAnnotation on the primary's pod records its promotion (a Failover as JSON), written
+	// with the role label in one patch: status.replication.lastFailover is read back from it, so
+	// a lost status write or an operator restart does not lose the record.
+	promotedAnnotation = "cache.okgoes.com/promoted"
 	// roleLabel on a Redis pod says what the operator made of it; the Services select on it.
 	roleLabel   = "cache.okgoes.com/role"
 	rolePrimary = "primary"
@@ -40,6 +45,8 @@ const (
 	// changed: to notice a primary that stopped answering before its readiness probe fails, and to
 	// refresh the lag. Pod changes (deletion, readiness) wake the reconciler at once.
 	replicationResync = 30 * time.Second
+	// switchoverPause is how long writes are held on a primary that hands over (scale-down).
+	switchoverPause = 4 * time.Second
 	// defaultFailoverAfter is spec.replication.failoverAfterSeconds when unset.
 	defaultFailoverAfter = 10 * time.Second
 )
@@ -51,7 +58,9 @@ const (
 	ReasonPrimaryRestarted   = "PrimaryRestarted"
 	ReasonPrimaryUnavailable = "PrimaryUnavailable"
 	ReasonNoCandidate        = "NoCandidate"
-	ReasonPrimaryElected     = "Elected"
+	// ReasonScaleDown: a planned switchover, the primary's pod is about to be removed by a scale-down.
+	ReasonScaleDown      = "ScaleDown"
+	ReasonPrimaryElected = "Elected"
 )
 
 // RedisAdmin is what the reconciler asks of the Redis servers of a cache in Replication mode;
@@ -61,6 +70,8 @@ type RedisAdmin interface {
 	Replication(ctx context.Context, addr, password string) (redisadmin.Info, error)
 	// ReplicaOf points the server at addr at host:port, or makes it a primary when host is "".
 	ReplicaOf(ctx context.Context, addr, password, host string, port int32) error
+	// PauseWrites makes the server at addr hold writes for d (CLIENT PAUSE WRITE).
+	PauseWrites(ctx context.Context, addr, password string, d time.Duration) error
 }
 
 // PodAddress is where the operator and the other Redis servers reach the Redis of pod.
@@ -106,6 +117,9 @@ type election struct {
 	from string
 	// promote is true when primary must be made the primary now.
 	promote bool
+	// planned: the old primary is healthy and hands over (scale-down); writes are paused on it
+	// until the new one has caught up.
+	planned bool
 	// reason is why the labelled primary is not kept (a Reason* constant), "" when it is.
 	reason, message string
 	// wait > 0: the primary is unavailable but may come back; decide again after wait.
@@ -119,8 +133,10 @@ type election struct {
 // (the most up-to-date), the lowest ordinal on a tie.
 //
 // previous is the primary the status last reported: when no pod is labelled primary and that pod
-// no longer exists, it was deleted (and is named as the one replaced).
-func decidePrimary(members []*member, previous string, since, now time.Time, after time.Duration) election {
+// no longer exists, it was deleted (and is named as the one replaced). keep is spec.replicas: pods
+// with a higher ordinal are about to be removed by a scale-down, so they are never promoted, and a
+// healthy primary among them hands over to a remaining replica first (a planned switchover).
+func decidePrimary(members []*member, previous string, keep int32, since, now time.Time, after time.Duration) election {
 	var old *member
 	for _, m := range members {
 		if m.role() != rolePrimary {
@@ -155,12 +171,15 @@ func decidePrimary(members []*member, previous string, since, now time.Time, aft
 			e.primary, e.wait = old, left
 			return e
 		}
+	case int32(old.ordinal) >= keep && keep > 0:
+		e.reason, e.from, e.planned = ReasonScaleDown, old.pod.Name, true
+		e.message = fmt.Sprintf("primary %s is removed by the scale-down to %d replicas", old.pod.Name, keep)
 	default:
 		e.primary = old
 		return e
 	}
 	for _, m := range members {
-		if m == old || m.gone() || m.info == nil || !m.ready() {
+		if m == old || m.gone() || m.info == nil || !m.ready() || (int32(m.ordinal) >= keep && keep > 0) {
 			continue
 		}
 		if e.primary == nil || better(m, e.primary) {
@@ -168,6 +187,9 @@ func decidePrimary(members []*member, previous string, since, now time.Time, aft
 		}
 	}
 	e.promote = e.primary != nil
+	if e.planned && !e.promote {
+		e.primary = old // no replica to hand over to: keep serving
+	}
 	return e
 }
 
@@ -216,7 +238,7 @@ func (r *RedisCacheReconciler) reconcileReplication(ctx context.Context, s *scop
 	if st := s.cache.Status.Replication; st != nil {
 		previous = st.Primary
 	}
-	e := decidePrimary(members, previous, since, now, failoverAfter(s.cache))
+	e := decidePrimary(members, previous, desiredReplicas(s.cache), since, now, failoverAfter(s.cache))
 	obs := &replicationObservation{reason: e.reason, message: e.message, wait: e.wait, lag: map[string]int64{}}
 	s.obs.replication = obs
 	if len(members) == 0 {
@@ -232,12 +254,18 @@ func (r *RedisCacheReconciler) reconcileReplication(ctx context.Context, s *scop
 		return nil // the primary may come back; nothing is moved meanwhile
 	}
 	if e.promote {
-		if err := r.failover(ctx, s, e); err != nil {
+		f := cachev1beta1.Failover{Time: metav1.NewTime(now), From: e.from, To: e.primary.pod.Name, Reason: e.reason}
+		if err := r.failover(ctx, s, e, f); err != nil {
 			return err
 		}
-		obs.failover = &cachev1beta1.Failover{Time: metav1.NewTime(now), From: e.from, To: e.primary.pod.Name, Reason: e.reason}
 	}
 	p := e.primary
+	obs.failover = promotionOf(p.pod)
+	if e.planned && !e.promote {
+		obs.reason, obs.message = ReasonNoCandidate, e.message+"; no remaining replica is ready to take over"
+		obs.primary, obs.available = p.pod.Name, true
+		return r.reconcileReplicas(ctx, s, p, members)
+	}
 	obs.primary, obs.available = p.pod.Name, true
 	obs.reason, obs.message = ReasonPrimaryElected, fmt.Sprintf("%s is the primary", p.pod.Name)
 	return r.reconcileReplicas(ctx, s, p, members)
@@ -246,10 +274,15 @@ func (r *RedisCacheReconciler) reconcileReplication(ctx context.Context, s *scop
 // failover moves the primary role from e.old to e.primary, in the order that never leaves two
 // pods taking writes: the old primary loses its label (the Service stops sending it clients) and,
 // when it answers, becomes a replica before the new one is promoted and labelled.
-func (r *RedisCacheReconciler) failover(ctx context.Context, s *scope, e election) error {
+func (r *RedisCacheReconciler) failover(ctx context.Context, s *scope, e election, f cachev1beta1.Failover) error {
 	logger := log.FromContext(ctx)
+	if e.planned {
+		if err := r.catchUp(ctx, s, e.old, e.primary); err != nil {
+			return err
+		}
+	}
 	if o := e.old; o != nil && o != e.primary {
-		if err := r.setRole(ctx, o, ""); err != nil {
+		if err := r.setRole(ctx, o, "", nil); err != nil {
 			return err
 		}
 		if o.info != nil && !o.gone() {
@@ -265,7 +298,11 @@ func (r *RedisCacheReconciler) failover(ctx context.Context, s *scope, e electio
 		}
 		p.info.Role, p.info.MasterHost, p.info.MasterPort = redisadmin.RolePrimary, "", 0
 	}
-	if err := r.setRole(ctx, p, rolePrimary); err != nil {
+	record, err := json.Marshal(f)
+	if err != nil {
+		return err
+	}
+	if err := r.setRole(ctx, p, rolePrimary, map[string]string{promotedAnnotation: string(record)}); err != nil {
 		return err
 	}
 	logger.Info("promoted a replica", "pod", p.pod.Name, "offset", p.info.Offset, "reason", e.reason)
@@ -273,6 +310,28 @@ func (r *RedisCacheReconciler) failover(ctx context.Context, s *scope, e electio
 		r.Recorder.Eventf(s.cache, corev1.EventTypeWarning, "Failover", "%s: promoted %s (offset %d)", e.message, p.pod.Name, p.info.Offset)
 	}
 	return nil
+}
+
+// catchUp holds writes on the old primary and waits (at most switchoverPause) until the new one
+// has applied everything the old one acknowledged, so a planned switchover loses no write.
+func (r *RedisCacheReconciler) catchUp(ctx context.Context, s *scope, old, next *member) error {
+	if err := r.redis().PauseWrites(ctx, old.addr(), s.password, switchoverPause); err != nil {
+		return fmt.Errorf("pause writes on %s: %w", old.pod.Name, err)
+	}
+	deadline := time.Now().Add(switchoverPause / 2)
+	for {
+		o, err1 := r.redis().Replication(ctx, old.addr(), s.password)
+		n, err2 := r.redis().Replication(ctx, next.addr(), s.password)
+		if err1 == nil && err2 == nil && n.Offset >= o.Offset {
+			next.info = &n
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s did not catch up with %s within %s (offsets %d, %d; %v %v)", next.pod.Name, old.pod.Name,
+				switchoverPause/2, n.Offset, o.Offset, err1, err2)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // reconcileReplicas points every other answering pod at p and labels the replicas in sync, so
@@ -303,7 +362,7 @@ func (r *RedisCacheReconciler) reconcileReplicas(ctx context.Context, s *scope, 
 		if st.InSync {
 			role = roleReplica
 		}
-		if err := r.setRole(ctx, m, role); err != nil {
+		if err := r.setRole(ctx, m, role, nil); err != nil {
 			return err
 		}
 		obs.replicas = append(obs.replicas, st)
@@ -345,12 +404,15 @@ func (r *RedisCacheReconciler) observeMembers(ctx context.Context, s *scope) ([]
 	return members, nil
 }
 
-// setRole sets (or, with "", removes) the role label of m's pod, when it differs.
-func (r *RedisCacheReconciler) setRole(ctx context.Context, m *member, role string) error {
-	if m.role() == role {
+// setRole sets (or, with "", removes) the role label of m's pod, with annotations, when it differs.
+func (r *RedisCacheReconciler) setRole(ctx context.Context, m *member, role string, annotations map[string]string) error {
+	if m.role() == role && annotations == nil {
 		return nil
 	}
 	orig := m.pod.DeepCopy()
+	if annotations != nil {
+		m.pod.Annotations = mergeInto(m.pod.Annotations, annotations)
+	}
 	if role == "" {
 		delete(m.pod.Labels, roleLabel)
 	} else {
@@ -360,6 +422,19 @@ func (r *RedisCacheReconciler) setRole(ctx context.Context, m *member, role stri
 		return fmt.Errorf("label pod %s %s=%q: %w", m.pod.Name, roleLabel, role, err)
 	}
 	return nil
+}
+
+// promotionOf is the promotion recorded on a primary's pod, nil if none is (or it is unreadable).
+func promotionOf(pod *corev1.Pod) *cachev1beta1.Failover {
+	raw, ok := pod.Annotations[promotedAnnotation]
+	if !ok {
+		return nil
+	}
+	f := &cachev1beta1.Failover{}
+	if json.Unmarshal([]byte(raw), f) != nil {
+		return nil
+	}
+	return f
 }
 
 func (r *RedisCacheReconciler) redis() RedisAdmin {
@@ -374,6 +449,31 @@ func failoverAfter(rc *cachev1beta1.RedisCache) time.Duration {
 		return time.Duration(*r.FailoverAfterSeconds) * time.Second
 	}
 	return defaultFailoverAfter
+}
+
+// statefulSetReplicas is the StatefulSet size for rc: spec.replicas, except while a scale-down
+// would remove the pod labelled primary (ordinal primaryOrdinal): then the pods up to it stay
+// until reconcileReplication has handed over to a remaining one.
+func statefulSetReplicas(rc *cachev1beta1.RedisCache, primaryOrdinal int) int32 {
+	want := desiredReplicas(rc)
+	if want > 0 && int32(primaryOrdinal) >= want {
+		return int32(primaryOrdinal) + 1
+	}
+	return want
+}
+
+// primaryOrdinal is the ordinal of the pod of rc labelled primary, -1 if none is.
+func (r *RedisCacheReconciler) primaryOrdinal(ctx context.Context, rc *cachev1beta1.RedisCache) (int, error) {
+	pods := &corev1.PodList{}
+	if err := r.List(ctx, pods, client.InNamespace(rc.Namespace),
+		client.MatchingLabels(mergeInto(selectorLabels(rc), map[string]string{roleLabel: rolePrimary}))); err != nil {
+		return -1, fmt.Errorf("list pods: %w", err)
+	}
+	o := -1
+	for _, p := range pods.Items {
+		o = max(o, podOrdinal(p.Name))
+	}
+	return o, nil
 }
 
 // podOrdinal is the ordinal of a StatefulSet pod (<name>-<ordinal>), -1 if it has none.

@@ -494,3 +494,78 @@ func lagSeries(ns, name string) []string {
 	slices.Sort(pods)
 	return pods
 }
+
+// TestReplicationScaleDownHandsOverFirst: scaling 3 -> 1 while the primary is the pod with the
+// highest ordinal. The StatefulSet keeps the primary's pod until the operator has paused writes on
+// it, let pod 0 catch up and promoted pod 0; only then does it shrink. Every write survives.
+func TestReplicationScaleDownHandsOverFirst(t *testing.T) {
+	ns := newNamespace(t)
+	rc := replicationCache(ns, "shrink", 3, 10)
+	if err := k8s.Create(testCtx, rc); err != nil {
+		t.Fatal(err)
+	}
+	key := client.ObjectKeyFromObject(rc)
+	cm := &corev1.ConfigMap{}
+	eventually(t, 30*time.Second, func() error {
+		return k8s.Get(testCtx, types.NamespacedName{Namespace: ns, Name: configMapName(rc)}, cm)
+	})
+	procs := make([]*redisProc, 3)
+	for i := range procs {
+		procs[i] = startRedis(t, cm.Data[redisConfKey])
+	}
+	// shrink-2 comes up first and is elected; then the others join.
+	playPod(t, rc, 2, procs[2])
+	waitForPrimary(t, rc, "shrink-2")
+	playPod(t, rc, 0, procs[0])
+	playPod(t, rc, 1, procs[1])
+	playStatefulSet(t, key, 3)
+	waitForPhase(t, rc, cachev1beta1.PhaseReady, ReasonAvailable)
+	for i := range 500 {
+		if err := procs[2].client().Set(testCtx, fmt.Sprintf("key-%d", i), i, 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// Watch the invariant: the StatefulSet never asks for fewer than 3 pods while shrink-2 is the primary.
+	var broken atomic.Value
+	ctx, cancel := context.WithCancel(testCtx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			sts := &appsv1.StatefulSet{}
+			pod := &corev1.Pod{}
+			if k8s.Get(ctx, key, sts) == nil && k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: "shrink-2"}, pod) == nil &&
+				pod.Labels[roleLabel] == rolePrimary && *sts.Spec.Replicas < 3 {
+				broken.Store(fmt.Sprintf("StatefulSet at %d replicas while shrink-2 is the primary", *sts.Spec.Replicas))
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}()
+	patchSpec(t, getCache(t, rc), func(s *cachev1beta1.RedisCacheSpec) { s.Replicas = ptr.To[int32](1) })
+	got := waitForPrimary(t, rc, "shrink-0")
+	eventually(t, 30*time.Second, func() error {
+		sts := &appsv1.StatefulSet{}
+		if err := k8s.Get(testCtx, key, sts); err != nil {
+			return err
+		}
+		if *sts.Spec.Replicas != 1 {
+			return fmt.Errorf("StatefulSet asks for %d pods", *sts.Spec.Replicas)
+		}
+		return nil
+	})
+	cancel()
+	<-done
+	if v := broken.Load(); v != nil {
+		t.Error(v)
+	}
+	if f := got.Status.Replication.LastFailover; f == nil || f.Reason != ReasonScaleDown || f.From != "shrink-2" || f.To != "shrink-0" {
+		t.Errorf("lastFailover = %+v", f)
+	}
+	if n, err := procs[0].client().DBSize(testCtx).Result(); err != nil || n != 500 {
+		t.Errorf("shrink-0 has %d keys (%v), want the 500 written to shrink-2", n, err)
+	}
+	if in := procs[0].info(t); in.Role != redisadmin.RolePrimary {
+		t.Errorf("shrink-0 is %s", in.Role)
+	}
+}

@@ -46,7 +46,6 @@ func fenced() *redisadmin.Info {
 func TestDecidePrimary(t *testing.T) {
 	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 	after := 10 * time.Second
-	deleted := func(m *member) *member { m.pod.DeletionTimestamp = &metav1.Time{Time: now}; return m }
 	tests := []struct {
 		name     string
 		members  []*member
@@ -101,7 +100,11 @@ func TestDecidePrimary(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			e := decidePrimary(tt.members, tt.previous, tt.since, now, after)
+			keep := int32(0) // no scale-down: every member stays
+			for _, m := range tt.members {
+				keep = max(keep, int32(m.ordinal)+1)
+			}
+			e := decidePrimary(tt.members, tt.previous, keep, tt.since, now, after)
 			got := ""
 			if e.primary != nil {
 				got = e.primary.pod.Name
@@ -113,6 +116,40 @@ func TestDecidePrimary(t *testing.T) {
 		})
 	}
 }
+
+// TestDecidePrimaryOnScaleDown: pods at or above spec.replicas are about to go: never promoted,
+// and a healthy primary among them hands over (planned) to the best remaining pod.
+func TestDecidePrimaryOnScaleDown(t *testing.T) {
+	now := time.Now()
+	e := decidePrimary([]*member{
+		testMember(0, roleReplica, true, replicaAt(500)), testMember(1, roleReplica, true, replicaAt(900)),
+		testMember(2, rolePrimary, true, primaryAt(900))}, "", 1, now, now, time.Second)
+	if e.primary == nil || e.primary.pod.Name != "c-0" || !e.promote || !e.planned || e.reason != ReasonScaleDown || e.from != "c-2" {
+		t.Errorf("scale-down to 1 with the primary c-2: %+v", e)
+	}
+	e = decidePrimary([]*member{
+		testMember(0, roleReplica, false, replicaAt(500)), testMember(1, rolePrimary, true, primaryAt(900))}, "", 1, now, now, time.Second)
+	if e.primary == nil || e.primary.pod.Name != "c-1" || e.promote {
+		t.Errorf("scale-down with no remaining pod ready: the primary must keep serving, got %+v", e)
+	}
+	e = decidePrimary([]*member{
+		deleted(testMember(0, rolePrimary, true, primaryAt(900))), testMember(1, roleReplica, true, replicaAt(900)),
+		testMember(2, roleReplica, true, replicaAt(100))}, "", 2, now, now, time.Second)
+	if e.primary == nil || e.primary.pod.Name != "c-1" {
+		t.Errorf("a failover during a scale-down to 2 promotes a pod that stays, got %+v", e)
+	}
+	if got := statefulSetReplicas(replicationCache("ns", "c", 1, 10), 2); got != 3 {
+		t.Errorf("StatefulSet size while the primary c-2 hands over: %d, want 3", got)
+	}
+	if got := statefulSetReplicas(replicationCache("ns", "c", 1, 10), 0); got != 1 {
+		t.Errorf("StatefulSet size once c-0 is the primary: %d, want 1", got)
+	}
+	if got := statefulSetReplicas(replicationCache("ns", "c", 0, 10), 2); got != 0 {
+		t.Errorf("StatefulSet size scaling to 0: %d, want 0", got)
+	}
+}
+
+func deleted(m *member) *member { m.pod.DeletionTimestamp = &metav1.Time{Time: time.Now()}; return m }
 
 func TestPodOrdinal(t *testing.T) {
 	for name, want := range map[string]int{"c-0": 0, "my-cache-12": 12, "nodash": -1, "c-x": -1} {

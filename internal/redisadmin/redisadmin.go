@@ -96,6 +96,17 @@ func (c Client) ReplicaOf(ctx context.Context, addr, password, host string, port
 	return nil
 }
 
+// PauseWrites makes the server at addr hold the writes of its clients for d (CLIENT PAUSE WRITE);
+// reads and replication go on.
+func (c Client) PauseWrites(ctx context.Context, addr, password string, d time.Duration) error {
+	rdb := c.client(addr, password)
+	defer func() { _ = rdb.Close() }()
+	if err := rdb.Do(ctx, "CLIENT", "PAUSE", strconv.FormatInt(d.Milliseconds(), 10), "WRITE").Err(); err != nil {
+		return fmt.Errorf("CLIENT PAUSE at %s: %w", addr, err)
+	}
+	return nil
+}
+
 // ParseInfo reads the output of INFO replication.
 func ParseInfo(text string) (Info, error) {
 	var in Info
