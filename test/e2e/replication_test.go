@@ -131,6 +131,29 @@ func TestRedisCacheReplicationFailsOver(t *testing.T) {
 	if got := redisReplication(t, ns, primary); got["role"] != "slave" || got["master_host"] != np.Status.PodIP || got["master_link_status"] != "up" {
 		t.Errorf("the replacement pod %s: %v, want a linked replica of %s (%s)", primary, got, newPrimary, np.Status.PodIP)
 	}
+
+	// Scale 3 -> 5 -> 1 -> 3: the data stays, whichever pod is the primary; at 1 the primary is
+	// repl-0 (a primary with a higher ordinal hands over first).
+	keys, _ := redisCLI(fmt.Sprintf("redis-cli -h %s -p 6379 DBSIZE", writeIP))
+	for _, n := range []int64{5, 1, 3} {
+		patch := fmt.Sprintf(`{"spec":{"replicas":%d}}`, n)
+		must(t, k8s.Patch(ctx, rc, client.RawPatch("application/merge-patch+json", []byte(patch))))
+		start := time.Now()
+		scaled := waitForCache(t, rc, int(n))
+		p := str(scaled, "status", "replication", "primary")
+		t.Logf("MEASURED: scaled to %d in %s, primary %s", n, time.Since(start).Round(100*time.Millisecond), p)
+		if n == 1 && p != "repl-0" {
+			t.Errorf("primary at 1 replica: %s, want repl-0", p)
+		}
+		if out, err := redisCLI(fmt.Sprintf("redis-cli -h %s -p 6379 DBSIZE", writeIP)); err != nil || out != keys {
+			t.Errorf("keys through repl at %d replicas: %v %q, want %q", n, err, out, keys)
+		}
+		if n > 1 {
+			if out, err := redisCLI(fmt.Sprintf("redis-cli -h %s -p 6379 GET k42", readIP)); err != nil || strings.TrimSpace(out) != "v42" {
+				t.Errorf("GET k42 through repl-replicas at %d replicas: %v %q", n, err, out)
+			}
+		}
+	}
 }
 
 func serviceIP(t *testing.T, ns, name string) string {
