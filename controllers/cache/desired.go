@@ -30,6 +30,12 @@ const (
 	redisUID = 999
 	// passwordEnv is read by redis-server (through the args) and redis-cli (REDISCLI_AUTH).
 	passwordEnv = "REDIS_PASSWORD"
+	// authVolume holds the password as a file in Replication mode: the kubelet updates it when the
+	// Secret changes, so the readiness probe follows a rotation that restarts no pod.
+	authVolume    = "auth"
+	authMountPath = "/etc/redis-auth"
+	// previousKeySuffix: "<key>.previous" in the Secret is the password being rotated away from.
+	previousKeySuffix = ".previous"
 )
 
 // selectorLabels select the pods of one RedisCache. They are immutable once the Deployment exists.
@@ -183,6 +189,15 @@ func mutatePodTemplate(tpl *corev1.PodTemplateSpec, rc *cachev1beta1.RedisCache,
 	pod.Volumes = upsertVolume(pod.Volumes, corev1.Volume{Name: dataVolume, VolumeSource: corev1.VolumeSource{
 		EmptyDir: &corev1.EmptyDirVolumeSource{},
 	}})
+	if a := rc.Spec.Redis.Auth; a != nil && isReplication(rc.Spec) {
+		pod.Volumes = upsertVolume(pod.Volumes, corev1.Volume{Name: authVolume, VolumeSource: corev1.VolumeSource{
+			Secret: &corev1.SecretVolumeSource{
+				SecretName:  a.SecretRef.Name,
+				Items:       []corev1.KeyToPath{{Key: secretKey(a), Path: "password"}},
+				DefaultMode: ptr.To[int32](0o440),
+			},
+		}})
+	}
 
 	i := containerIndex(pod.Containers, redisContainer)
 	if i < 0 {
@@ -212,9 +227,12 @@ func mutateRedisContainer(c *corev1.Container, rc *cachev1beta1.RedisCache) {
 	}
 	c.Ports = []corev1.ContainerPort{{Name: redisPortName, ContainerPort: rc.Spec.Redis.Port, Protocol: corev1.ProtocolTCP}}
 	c.Resources = rc.Spec.Resources
-	c.ReadinessProbe = probe(corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{
-		"sh", "-c", "redis-cli -p " + itoa(rc.Spec.Redis.Port) + " ping | grep -q PONG",
-	}}}, 5)
+	ping := "redis-cli -p " + itoa(rc.Spec.Redis.Port) + " ping | grep -q PONG"
+	if rc.Spec.Redis.Auth != nil && isReplication(rc.Spec) {
+		// The password file follows the Secret; the environment is fixed at container start.
+		ping = `REDISCLI_AUTH="$(cat ` + authMountPath + `/password)" ` + ping
+	}
+	c.ReadinessProbe = probe(corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"sh", "-c", ping}}}, 5)
 	c.LivenessProbe = probe(corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{
 		Port: intstr.FromString(redisPortName),
 	}}, 15)
@@ -227,6 +245,9 @@ func mutateRedisContainer(c *corev1.Container, rc *cachev1beta1.RedisCache) {
 	c.VolumeMounts = []corev1.VolumeMount{
 		{Name: configVolume, MountPath: configMountPath, ReadOnly: true},
 		{Name: dataVolume, MountPath: "/data"},
+	}
+	if rc.Spec.Redis.Auth != nil && isReplication(rc.Spec) {
+		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: authVolume, MountPath: authMountPath, ReadOnly: true})
 	}
 }
 

@@ -65,6 +65,8 @@ type scope struct {
 	// password of the cache's Redis servers, read in Replication mode only (the operator must
 	// authenticate to them); kept in memory for this reconcile, never written anywhere.
 	password string
+	// previousPassword is the Secret's "<key>.previous", present while a rotation is in progress.
+	previousPassword string
 }
 
 // +kubebuilder:rbac:groups=cache.okgoes.com,resources=rediscaches,verbs=get;list;watch
@@ -211,6 +213,7 @@ func (r *RedisCacheReconciler) reconcileAuth(ctx context.Context, s *scope) erro
 	}
 	if isReplication(s.cache.Spec) {
 		s.password = string(secret.Data[secretKey(a)])
+		s.previousPassword = string(secret.Data[secretKey(a)+previousKeySuffix])
 	}
 	return nil
 }

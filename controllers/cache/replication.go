@@ -72,6 +72,9 @@ type RedisAdmin interface {
 	ReplicaOf(ctx context.Context, addr, password, host string, port int32) error
 	// PauseWrites makes the server at addr hold writes for d (CLIENT PAUSE WRITE).
 	PauseWrites(ctx context.Context, addr, password string, d time.Duration) error
+	// EnsurePassword makes the server at addr accept password (authenticating with previous
+	// while it does not yet) and, when previous is "", only password; it reports a change.
+	EnsurePassword(ctx context.Context, addr, password, previous string) (bool, error)
 }
 
 // PodAddress is where the operator and the other Redis servers reach the Redis of pod.
@@ -390,6 +393,11 @@ func (r *RedisCacheReconciler) observeMembers(ctx context.Context, s *scope) ([]
 		m := &member{pod: pod, ordinal: podOrdinal(pod.Name)}
 		m.host, m.port = addr(pod, s.cache.Spec.Redis.Port)
 		if m.host != "" && pod.Status.Phase == corev1.PodRunning && !m.gone() {
+			if err := r.ensurePassword(ctx, s, m); err != nil {
+				m.err = err
+				members = append(members, m)
+				continue
+			}
 			info, err := r.redis().Replication(ctx, m.addr(), s.password)
 			if err == nil {
 				m.info = &info
@@ -402,6 +410,23 @@ func (r *RedisCacheReconciler) observeMembers(ctx context.Context, s *scope) ([]
 	}
 	slices.SortFunc(members, func(a, b *member) int { return a.ordinal - b.ordinal })
 	return members, nil
+}
+
+// ensurePassword rotates the password of m's Redis to the Secret's without a restart (see
+// docs/rediscache.md, Password rotation); nothing to do for a cache without auth.
+func (r *RedisCacheReconciler) ensurePassword(ctx context.Context, s *scope, m *member) error {
+	if s.password == "" {
+		return nil
+	}
+	changed, err := r.redis().EnsurePassword(ctx, m.addr(), s.password, s.previousPassword)
+	if changed {
+		log.FromContext(ctx).Info("rotated the Redis password", "pod", m.pod.Name, "previousKept", s.previousPassword != "")
+		if r.Recorder != nil {
+			r.Recorder.Eventf(s.cache, corev1.EventTypeNormal, "PasswordRotated", "pod %s takes the Secret's password (previous one kept: %t)",
+				m.pod.Name, s.previousPassword != "")
+		}
+	}
+	return err
 }
 
 // setRole sets (or, with "", removes) the role label of m's pod, with annotations, when it differs.

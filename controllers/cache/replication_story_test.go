@@ -569,3 +569,82 @@ func TestReplicationScaleDownHandsOverFirst(t *testing.T) {
 		t.Errorf("shrink-0 is %s", in.Role)
 	}
 }
+
+// TestReplicationRotatesThePasswordWithoutRestart: the Secret gets a new password and keeps the
+// old one under "<key>.previous"; the operator makes every pod accept the new one (the old one
+// still works for the clients that have not moved) and the replicas authenticate to the primary
+// with it, with no restart; once "<key>.previous" is removed the old password is refused.
+func TestReplicationRotatesThePasswordWithoutRestart(t *testing.T) {
+	ns := newNamespace(t)
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "auth"}, StringData: map[string]string{"pw": "one"}}
+	if err := k8s.Create(testCtx, secret); err != nil {
+		t.Fatal(err)
+	}
+	rc := replicationCache(ns, "rot", 2, 10)
+	rc.Spec.Redis.Auth = &cachev1beta1.Auth{SecretRef: cachev1beta1.SecretKeyReference{Name: "auth", Key: "pw"}}
+	procs, _ := startReplicationCache(t, rc)
+	waitForPrimary(t, rc, "rot-0")
+	sts := &appsv1.StatefulSet{}
+	if err := k8s.Get(testCtx, client.ObjectKeyFromObject(rc), sts); err != nil {
+		t.Fatal(err)
+	}
+	if probe := sts.Spec.Template.Spec.Containers[0].ReadinessProbe.Exec.Command[2]; !strings.Contains(probe, "$(cat /etc/redis-auth/password)") {
+		t.Errorf("the readiness probe does not read the mounted password (it would fail after a rotation): %s", probe)
+	}
+	pids := []int{procs[0].cmd.Process.Pid, procs[1].cmd.Process.Pid}
+
+	accepts := func(p *redisProc, password string) bool {
+		c := redis.NewClient(&redis.Options{Addr: p.addr(), Password: password, DisableIdentity: true, Protocol: 2, MaxRetries: -1})
+		defer c.Close()
+		return c.Ping(testCtx).Err() == nil
+	}
+	r := &RedisCacheReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), PodAddress: testPodAddress}
+	reconcile := func() {
+		t.Helper()
+		if _, err := r.Reconcile(testCtx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(rc)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setSecret := func(data map[string]string) {
+		t.Helper()
+		s := &corev1.Secret{}
+		if err := k8s.Get(testCtx, client.ObjectKeyFromObject(secret), s); err != nil {
+			t.Fatal(err)
+		}
+		s.Data, s.StringData = nil, data
+		if err := k8s.Update(testCtx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	setSecret(map[string]string{"pw": "two", "pw.previous": "one"})
+	reconcile()
+	for i, p := range procs {
+		if !accepts(p, "two") || !accepts(p, "one") {
+			t.Errorf("rot-%d during the rotation: new password accepted %v, old %v; want both", i, accepts(p, "two"), accepts(p, "one"))
+		}
+		p.password = "two"
+	}
+
+	setSecret(map[string]string{"pw": "two"})
+	reconcile()
+	for i, p := range procs {
+		if !accepts(p, "two") || accepts(p, "one") {
+			t.Errorf("rot-%d after the rotation: new password accepted %v, old %v; want only the new", i, accepts(p, "two"), accepts(p, "one"))
+		}
+		if p.cmd.Process.Pid != pids[i] || p.cmd.ProcessState != nil {
+			t.Errorf("rot-%d was restarted", i)
+		}
+	}
+	// The replica logs in to the primary again: with masterauth, which must be the new password.
+	if err := procs[1].client().Do(testCtx, "CLIENT", "KILL", "TYPE", "master").Err(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, func() error {
+		if in := procs[1].info(t); in.Role != redisadmin.RoleReplica || !in.MasterLinkUp {
+			return fmt.Errorf("rot-1 after the rotation: %+v", in)
+		}
+		return nil
+	})
+	waitForPhase(t, rc, cachev1beta1.PhaseReady, ReasonAvailable)
+}

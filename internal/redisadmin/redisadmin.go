@@ -107,6 +107,69 @@ func (c Client) PauseWrites(ctx context.Context, addr, password string, d time.D
 	return nil
 }
 
+// EnsurePassword makes the server at addr accept password, authenticating with password or, when
+// the server does not take it yet, with previous (a rotation in progress). It adds password to
+// the default user (ACL SETUSER default >password: the old one keeps working for the clients
+// that still use it), sets masterauth to it (the replication link of a replica), and, when
+// previous is "" (the rotation is over), removes every other password of the default user. No
+// restart; nothing is written when the server is already as asked. It reports what it changed.
+func (c Client) EnsurePassword(ctx context.Context, addr, password, previous string) (changed bool, err error) {
+	rdb := c.client(addr, password)
+	defer func() { _ = rdb.Close() }()
+	current := true
+	if err := rdb.Ping(ctx).Err(); err != nil {
+		if !isAuthError(err) || previous == "" {
+			return false, fmt.Errorf("AUTH at %s: %w", addr, err)
+		}
+		_ = rdb.Close()
+		rdb = c.client(addr, previous)
+		if err := rdb.Ping(ctx).Err(); err != nil {
+			return false, fmt.Errorf("AUTH at %s with the current and the previous password: %w", addr, err)
+		}
+		current = false
+	}
+	if !current {
+		if err := rdb.Do(ctx, "ACL", "SETUSER", "default", "on", ">"+password).Err(); err != nil {
+			return false, fmt.Errorf("ACL SETUSER default at %s: %w", addr, err)
+		}
+		changed = true
+	}
+	auth, err := rdb.ConfigGet(ctx, "masterauth").Result()
+	if err != nil {
+		return changed, fmt.Errorf("CONFIG GET masterauth at %s: %w", addr, err)
+	}
+	if auth["masterauth"] != password {
+		if err := rdb.ConfigSet(ctx, "masterauth", password).Err(); err != nil {
+			return changed, fmt.Errorf("CONFIG SET masterauth at %s: %w", addr, err)
+		}
+		changed = true
+	}
+	if previous != "" {
+		return changed, nil
+	}
+	user, err := rdb.Do(ctx, "ACL", "GETUSER", "default").Slice()
+	if err != nil {
+		return changed, fmt.Errorf("ACL GETUSER default at %s: %w", addr, err)
+	}
+	for i := 0; i+1 < len(user); i += 2 {
+		if k, _ := user[i].(string); k == "passwords" {
+			if list, _ := user[i+1].([]any); len(list) > 1 {
+				if err := rdb.Do(ctx, "ACL", "SETUSER", "default", "resetpass", ">"+password).Err(); err != nil {
+					return changed, fmt.Errorf("ACL SETUSER default resetpass at %s: %w", addr, err)
+				}
+				changed = true
+			}
+		}
+	}
+	return changed, nil
+}
+
+// isAuthError tells whether err is Redis refusing the password (or asking for one).
+func isAuthError(err error) bool {
+	msg := err.Error()
+	return strings.HasPrefix(msg, "WRONGPASS") || strings.HasPrefix(msg, "NOAUTH") || strings.Contains(msg, "invalid password")
+}
+
 // ParseInfo reads the output of INFO replication.
 func ParseInfo(text string) (Info, error) {
 	var in Info
