@@ -330,6 +330,8 @@ func (r *RedisCacheReconciler) catchUp(ctx context.Context, s *scope, old, next 
 			return nil
 		}
 		if time.Now().After(deadline) {
+			// Do not hold the writes for the rest of the pause: the next reconcile tries again.
+			_ = r.redis().PauseWrites(ctx, old.addr(), s.password, 0)
 			return fmt.Errorf("%s did not catch up with %s within %s (offsets %d, %d; %v %v)", next.pod.Name, old.pod.Name,
 				switchoverPause/2, n.Offset, o.Offset, err1, err2)
 		}

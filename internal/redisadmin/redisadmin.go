@@ -97,12 +97,16 @@ func (c Client) ReplicaOf(ctx context.Context, addr, password, host string, port
 }
 
 // PauseWrites makes the server at addr hold the writes of its clients for d (CLIENT PAUSE WRITE);
-// reads and replication go on.
+// reads and replication go on. d == 0 lifts a pause (CLIENT UNPAUSE).
 func (c Client) PauseWrites(ctx context.Context, addr, password string, d time.Duration) error {
 	rdb := c.client(addr, password)
 	defer func() { _ = rdb.Close() }()
-	if err := rdb.Do(ctx, "CLIENT", "PAUSE", strconv.FormatInt(d.Milliseconds(), 10), "WRITE").Err(); err != nil {
-		return fmt.Errorf("CLIENT PAUSE at %s: %w", addr, err)
+	args := []any{"CLIENT", "UNPAUSE"}
+	if d > 0 {
+		args = []any{"CLIENT", "PAUSE", strconv.FormatInt(d.Milliseconds(), 10), "WRITE"}
+	}
+	if err := rdb.Do(ctx, args...).Err(); err != nil {
+		return fmt.Errorf("%v at %s: %w", args[:2], addr, err)
 	}
 	return nil
 }

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 func TestParseInfo(t *testing.T) {
@@ -52,6 +54,21 @@ func TestReplicaOfOnRealRedis(t *testing.T) {
 	}
 	if in, err := c.Replication(ctx, b, ""); err != nil || in.Role != RolePrimary {
 		t.Errorf("after REPLICAOF NO ONE: %+v %v", in, err)
+	}
+	// A paused primary holds writes until unpaused.
+	if err := c.PauseWrites(ctx, a, "", 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: a, DisableIdentity: true, Protocol: 2, MaxRetries: -1, ReadTimeout: 300 * time.Millisecond})
+	defer rdb.Close()
+	if err := rdb.Set(ctx, "k", "v", 0).Err(); err == nil {
+		t.Error("a write went through a CLIENT PAUSE WRITE")
+	}
+	if err := c.PauseWrites(ctx, a, "", 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.Set(ctx, "k", "v", 0).Err(); err != nil {
+		t.Errorf("a write after CLIENT UNPAUSE: %v", err)
 	}
 	start := time.Now()
 	if _, err := c.Replication(ctx, "127.0.0.1:1", ""); err == nil || time.Since(start) > 2*time.Second {
