@@ -593,6 +593,22 @@ func TestRedisPodsPassRestrictedPodSecurity(t *testing.T) {
 	if err := k8s.Create(testCtx, pod); err != nil {
 		t.Errorf("the Redis pod template violates the restricted Pod Security Standard: %v", err)
 	}
+	// Replication mode: the StatefulSet's template (password file volume, masterauth) as well.
+	repl := sampleCache(ns.Name, "psa-repl", 2)
+	repl.Spec.Mode = cachev1beta1.ModeReplication
+	repl.Spec.Redis.Auth = rc.Spec.Redis.Auth
+	if err := k8s.Create(testCtx, repl); err != nil {
+		t.Fatal(err)
+	}
+	sts := &appsv1.StatefulSet{}
+	eventually(t, 30*time.Second, func() error { return k8s.Get(testCtx, client.ObjectKeyFromObject(repl), sts) })
+	replPod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "redis-from-statefulset"}, Spec: sts.Spec.Template.Spec}
+	if err := k8s.Create(testCtx, replPod); err != nil {
+		t.Errorf("the Replication pod template violates the restricted Pod Security Standard: %v", err)
+	}
+	if len(replPod.Spec.Volumes) != 3 {
+		t.Errorf("the Replication pod template has volumes %v, want config, data and auth", replPod.Spec.Volumes)
+	}
 	bare := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "bare"},
 		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "redis"}}}}
 	if err := k8s.Create(testCtx, bare); !apierrors.IsForbidden(err) {
