@@ -87,9 +87,9 @@ func TestStaticChecksFailOnABrokenBundle(t *testing.T) {
 		{"crds-have-resources", "pvcbackups.storage.okgoes.com/v1: lists no resources", func(b *bundle.Bundle) {
 			owned(b, "PVCBackup", "v1").Resources = nil
 		}},
-		{"crds-have-resources", "lists StatefulSet, but no permission in the CSV lets the operator create statefulsets", func(b *bundle.Bundle) {
+		{"crds-have-resources", "lists DaemonSet, but no permission in the CSV lets the operator create daemonsets", func(b *bundle.Bundle) {
 			o := owned(b, "RedisCache", "v1beta1")
-			o.Resources = append(o.Resources, bundle.Resource{Kind: "StatefulSet", Version: "v1"})
+			o.Resources = append(o.Resources, bundle.Resource{Kind: "DaemonSet", Version: "v1"})
 		}},
 		{"descriptors-cover-samples", "example rediscache-sample-v1beta1 sets spec.redis.maxClients, which no specDescriptor describes", func(b *bundle.Bundle) {
 			o := owned(b, "RedisCache", "v1beta1")
