@@ -86,7 +86,9 @@ func TestUpgradeStory(t *testing.T) {
 
 	done = step(t, "0.2.0 manager takes over (leader election): objects converge with nothing lost and no rollout")
 	port := s.freePort()
-	current := s.startManager("0.2.0", "releases/0.2.0/manifests", newBin, s.webhookArgs(port)...)
+	// The current manager holds the RBAC it ships with (bundle/manifests), as in the storage story:
+	// it watches StatefulSets and pods (Replication mode), which no release granted yet.
+	current := s.startManager("0.2.0", "bundle/manifests", newBin, s.webhookArgs(port)...)
 	old.stop()
 	s.waitWebhook()
 	aBeta := s.getBeta("a")
@@ -134,7 +136,7 @@ func TestUpgradeStory(t *testing.T) {
 	done = step(t, "0.3.0 CRDs (storage v1beta1) first, then the 0.3.0 manager: stored objects migrated, storedVersions trimmed")
 	s.applyCRDs("releases/0.3.0/manifests")
 	port = s.freePort()
-	current = s.startManager("0.3.0", "releases/0.3.0/manifests", newBin, s.webhookArgs(port)...)
+	current = s.startManager("0.3.0", "bundle/manifests", newBin, s.webhookArgs(port)...)
 	old.stop()
 	s.waitWebhook()
 	s.eventually(60*time.Second, func() error {
@@ -151,6 +153,28 @@ func TestUpgradeStory(t *testing.T) {
 	if c := s.getBeta("c"); c.Spec.Redis.MaxClients == nil || *c.Spec.Redis.MaxClients != 77 {
 		t.Fatalf("c lost maxClients through the migration: %+v", c.Spec.Redis)
 	}
+	done()
+
+	done = step(t, "the current CRDs (spec.mode): caches created before read as Standalone and keep their pods")
+	templates := map[string]string{}
+	for _, name := range []string{"a", "b", "c", "d"} {
+		templates[name] = s.podTemplate(name)
+	}
+	s.applyCRDs("bundle/manifests")
+	for _, name := range []string{"a", "b", "c", "d"} {
+		if m := s.getBeta(name).Spec.Mode; m != cachev1beta1.ModeStandalone {
+			t.Fatalf("%s, created before spec.mode existed, reads as mode %q, want Standalone (the CRD default)", name, m)
+		}
+		s.touch(name)
+	}
+	s.consistently(3*time.Second, func() error {
+		for name, tpl := range templates {
+			if got := s.podTemplate(name); got != tpl {
+				return fmt.Errorf("the pod template of %s changed when the current CRDs were applied (a rollout on upgrade)", name)
+			}
+		}
+		return nil
+	})
 	done()
 
 	done = step(t, "proof: a future release may now drop v1alpha1 entirely, and every object still reads")

@@ -52,9 +52,24 @@ const ImageReferencePattern = `^(?:(?:(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-
 // redis.memory.maxMemory <= resources.limits.memory is checked by the controller (InvalidSpec), not
 // by CEL: the API server's cost estimator rejects any rule reading the unbounded quantity strings
 // of corev1.ResourceRequirements.
+// +kubebuilder:validation:XValidation:rule="(has(oldSelf.mode) ? oldSelf.mode : 'Standalone') == (has(self.mode) ? self.mode : 'Standalone')",message="spec.mode cannot be changed: create a new RedisCache in the other mode and move the clients (docs/rediscache.md, Migration)"
 type RedisCacheSpec struct {
-	// Replicas is the number of Redis pods. Each pod is an independent cache behind one Service;
-	// 0 scales the cache down while keeping its configuration.
+	// Mode is how the Redis pods relate to each other. Standalone (the default, and the behaviour
+	// of every RedisCache created before this field existed): each pod is an independent cache
+	// behind one Service; with replicas 1 that is a single instance. Replication: one primary and
+	// replicas-1 read replicas of it, with failover driven by the operator; the Service <name>
+	// reaches the primary, <name>-replicas the replicas. Cannot be changed after creation.
+	// +kubebuilder:default=Standalone
+	// +optional
+	Mode Mode `json:"mode,omitempty"`
+
+	// Replication tunes Replication mode; ignored in Standalone mode.
+	// +optional
+	Replication *Replication `json:"replication,omitempty"`
+
+	// Replicas is the number of Redis pods: in Standalone mode independent caches behind one
+	// Service, in Replication mode one primary and replicas-1 replicas. 0 scales the cache down
+	// while keeping its configuration.
 	// +kubebuilder:default=1
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=100
@@ -95,6 +110,34 @@ type RedisCacheSpec struct {
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Affinity",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:advanced"},order=5
 	Affinity *corev1.Affinity `json:"affinity,omitempty"`
+}
+
+// Mode is how the pods of a RedisCache relate to each other: Standalone or Replication.
+// A CEL rule, not an enum (see EvictionPolicy).
+// MaxLength bounds the cost of the CEL rules that read it.
+// +kubebuilder:validation:XValidation:rule="self in ['Standalone', 'Replication']",message="must be Standalone or Replication"
+// +kubebuilder:validation:MaxLength=16
+type Mode string
+
+// The modes of a RedisCache.
+const (
+	// ModeStandalone: every pod is an independent cache (a Deployment behind one Service).
+	ModeStandalone Mode = "Standalone"
+	// ModeReplication: one primary, the other pods replicate it (a StatefulSet; the operator
+	// elects the primary and fails over).
+	ModeReplication Mode = "Replication"
+)
+
+// Replication tunes the primary/replica mode.
+type Replication struct {
+	// FailoverAfterSeconds is how long a primary that still exists but is not ready or does not
+	// answer the operator is waited for before a replica is promoted. A primary pod that is
+	// deleted, or whose Redis restarted (and so lost its data), is replaced at once.
+	// +kubebuilder:default=10
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=3600
+	// +optional
+	FailoverAfterSeconds *int32 `json:"failoverAfterSeconds,omitempty"`
 }
 
 // Redis is the configuration of the Redis server.
@@ -237,6 +280,10 @@ const (
 	ConditionProgressing = "Progressing"
 	// ConditionDegraded is True (bad) when the cache cannot reach its spec without a change by a human.
 	ConditionDegraded = "Degraded"
+	// ConditionPrimaryAvailable (Replication mode only) is True (good) when a primary is elected,
+	// ready and answers as a primary; its lastTransitionTime to False is when the operator first
+	// saw the primary unavailable, the start of spec.replication.failoverAfterSeconds.
+	ConditionPrimaryAvailable = "PrimaryAvailable"
 )
 
 // RedisCacheStatus is what the operator observed. It never holds intent. It is the same in
@@ -277,6 +324,58 @@ type RedisCacheStatus struct {
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Config Hash",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:text"},order=5
 	ConfigHash string `json:"configHash,omitempty"`
+
+	// Replication is what the operator saw of the replication (Replication mode only).
+	// +optional
+	Replication *ReplicationStatus `json:"replication,omitempty"`
+}
+
+// ReplicationStatus is the replication of a RedisCache in Replication mode, as last observed.
+// Offsets move all the time (Redis pings its replicas); only whether each replica is in sync is
+// kept here, and the lag only while it is not, so a steady cache causes no status writes. The
+// exact lag is the metric okgoes_rediscache_replication_lag_bytes.
+type ReplicationStatus struct {
+	// Primary is the pod that takes writes: the one the Service <name> selects.
+	// +optional
+	Primary string `json:"primary,omitempty"`
+
+	// Replicas are the other pods.
+	// +optional
+	// +listType=map
+	// +listMapKey=pod
+	Replicas []ReplicaStatus `json:"replicas,omitempty"`
+
+	// LastFailover is the last promotion of a replica by the operator.
+	// +optional
+	LastFailover *Failover `json:"lastFailover,omitempty"`
+}
+
+// ReplicaStatus is one replica as last observed.
+type ReplicaStatus struct {
+	// Pod is the replica's pod.
+	Pod string `json:"pod"`
+
+	// InSync is true when the replica is linked to the primary and at most 1 MiB behind it;
+	// only then does the Service <name>-replicas send it readers.
+	InSync bool `json:"inSync"`
+
+	// LagBytes is how far the replica is behind the primary's replication offset, reported only
+	// while it is not in sync and the operator could read it.
+	// +optional
+	LagBytes *int64 `json:"lagBytes,omitempty"`
+}
+
+// Failover is one promotion of a replica.
+type Failover struct {
+	// Time the operator promoted the replica.
+	Time metav1.Time `json:"time"`
+	// From is the primary that was replaced (empty on the first election).
+	// +optional
+	From string `json:"from,omitempty"`
+	// To is the promoted pod.
+	To string `json:"to"`
+	// Reason is why: PrimaryDeleted, PrimaryRestarted, PrimaryUnavailable, NoPrimary.
+	Reason string `json:"reason"`
 }
 
 // RedisCache is a Redis cache the operator runs as a ConfigMap, a Deployment, a Service and,
@@ -290,6 +389,7 @@ type RedisCacheStatus struct {
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Replicas",type=integer,JSONPath=`.spec.replicas`
 // +kubebuilder:printcolumn:name="Available",type=integer,JSONPath=`.status.readyReplicas`
+// +kubebuilder:printcolumn:name="Mode",type=string,JSONPath=`.spec.mode`,priority=1
 // +kubebuilder:printcolumn:name="Policy",type=string,JSONPath=`.spec.redis.memory.evictionPolicy`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +operator-sdk:csv:customresourcedefinitions:displayName="Redis Cache",resources={{Deployment,v1},{Service,v1},{ConfigMap,v1},{PodDisruptionBudget,v1}}
