@@ -61,10 +61,12 @@ type RedisCacheSpec struct {
 	// reaches the primary, <name>-replicas the replicas. Cannot be changed after creation.
 	// +kubebuilder:default=Standalone
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Mode",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:select:Standalone","urn:alm:descriptor:com.tectonic.ui:select:Replication"},order=0
 	Mode Mode `json:"mode,omitempty"`
 
 	// Replication tunes Replication mode; ignored in Standalone mode.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Replication",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:fieldDependency:mode:Replication"},order=6
 	Replication *Replication `json:"replication,omitempty"`
 
 	// Replicas is the number of Redis pods: in Standalone mode independent caches behind one
@@ -137,6 +139,7 @@ type Replication struct {
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=3600
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Failover After (seconds)",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:number","urn:alm:descriptor:com.tectonic.ui:fieldDependency:mode:Replication"}
 	FailoverAfterSeconds *int32 `json:"failoverAfterSeconds,omitempty"`
 }
 
@@ -327,6 +330,7 @@ type RedisCacheStatus struct {
 
 	// Replication is what the operator saw of the replication (Replication mode only).
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Replication",order=6
 	Replication *ReplicationStatus `json:"replication,omitempty"`
 }
 
@@ -337,6 +341,7 @@ type RedisCacheStatus struct {
 type ReplicationStatus struct {
 	// Primary is the pod that takes writes: the one the Service <name> selects.
 	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Primary",xDescriptors={"urn:alm:descriptor:io.kubernetes:Pod"}
 	Primary string `json:"primary,omitempty"`
 
 	// Replicas are the other pods.
@@ -378,8 +383,8 @@ type Failover struct {
 	Reason string `json:"reason"`
 }
 
-// RedisCache is a Redis cache the operator runs as a ConfigMap, a Deployment, a Service and,
-// with more than one replica, a PodDisruptionBudget.
+// RedisCache is a Redis cache the operator runs as a ConfigMap, a Deployment (Standalone) or a
+// StatefulSet (Replication), its Services and, with more than one replica, a PodDisruptionBudget.
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:storageversion
@@ -392,7 +397,7 @@ type Failover struct {
 // +kubebuilder:printcolumn:name="Mode",type=string,JSONPath=`.spec.mode`,priority=1
 // +kubebuilder:printcolumn:name="Policy",type=string,JSONPath=`.spec.redis.memory.evictionPolicy`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
-// +operator-sdk:csv:customresourcedefinitions:displayName="Redis Cache",resources={{Deployment,v1},{Service,v1},{ConfigMap,v1},{PodDisruptionBudget,v1}}
+// +operator-sdk:csv:customresourcedefinitions:displayName="Redis Cache",resources={{Deployment,v1},{StatefulSet,v1},{Service,v1},{ConfigMap,v1},{PodDisruptionBudget,v1}}
 type RedisCache struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
