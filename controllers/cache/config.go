@@ -26,9 +26,22 @@ func renderRedisConf(spec cachev1beta1.RedisCacheSpec) string {
 	line("bind * -::*")
 	line("protected-mode no")
 	line("dir /data")
-	// A cache: no persistence, so a restarted pod starts empty instead of replaying a stale dump.
-	line(`save ""`)
-	line("appendonly no")
+	if p := spec.Persistence; p != nil {
+		// /data is the pod's own claim: a restarted pod loads its snapshot (and append-only
+		// file) and starts warm. In Replication mode it still starts fenced, as a replica, and
+		// the operator elects the most up-to-date pod.
+		line("save 3600 1 300 100 60 10000")
+		if p.AppendOnly {
+			line("appendonly yes")
+			line("appendfsync everysec")
+		} else {
+			line("appendonly no")
+		}
+	} else {
+		// A cache: no persistence, so a restarted pod starts empty instead of replaying a stale dump.
+		line(`save ""`)
+		line("appendonly no")
+	}
 	if m := spec.Redis.Memory; m != nil {
 		if m.MaxMemory != nil {
 			line("maxmemory %d", m.MaxMemory.Value())

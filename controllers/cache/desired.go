@@ -156,7 +156,35 @@ func mutateStatefulSet(sts *appsv1.StatefulSet, rc *cachev1beta1.RedisCache, has
 	if sts.Spec.ServiceName == "" {
 		sts.Spec.ServiceName = replicasServiceName(rc)
 	}
+	if p := rc.Spec.Persistence; p != nil {
+		if sts.UID == "" { // volume claim templates are immutable: set once, when the StatefulSet is made
+			sts.Spec.VolumeClaimTemplates = []corev1.PersistentVolumeClaim{dataClaimTemplate(rc, p)}
+		}
+		// Claims of pods a scale-down removes are kept: a later scale-up reuses them (the pod
+		// then resyncs from the primary). Deleting them could lose the only copy of writes a
+		// primary-to-be had not yet passed on.
+		whenDeleted := appsv1.RetainPersistentVolumeClaimRetentionPolicyType
+		if p.ReclaimPolicy == cachev1beta1.ReclaimDelete {
+			whenDeleted = appsv1.DeletePersistentVolumeClaimRetentionPolicyType
+		}
+		sts.Spec.PersistentVolumeClaimRetentionPolicy = &appsv1.StatefulSetPersistentVolumeClaimRetentionPolicy{
+			WhenDeleted: whenDeleted,
+			WhenScaled:  appsv1.RetainPersistentVolumeClaimRetentionPolicyType,
+		}
+	}
 	mutatePodTemplate(&sts.Spec.Template, rc, hash)
+}
+
+// dataClaimTemplate is the claim each pod of a persistent cache keeps its data on: data-<name>-<ordinal>.
+func dataClaimTemplate(rc *cachev1beta1.RedisCache, p *cachev1beta1.Persistence) corev1.PersistentVolumeClaim {
+	return corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: dataVolume, Labels: selectorLabels(rc)},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			StorageClassName: p.StorageClassName,
+			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: p.Size}},
+		},
+	}
 }
 
 // mutatePodTemplate makes tpl the Redis pod of rc with the configuration identified by hash.
@@ -186,9 +214,11 @@ func mutatePodTemplate(tpl *corev1.PodTemplateSpec, rc *cachev1beta1.RedisCache,
 			DefaultMode:          ptr.To[int32](corev1.ConfigMapVolumeSourceDefaultMode),
 		},
 	}})
-	pod.Volumes = upsertVolume(pod.Volumes, corev1.Volume{Name: dataVolume, VolumeSource: corev1.VolumeSource{
-		EmptyDir: &corev1.EmptyDirVolumeSource{},
-	}})
+	if rc.Spec.Persistence == nil { // else the StatefulSet's claim template "data" provides it
+		pod.Volumes = upsertVolume(pod.Volumes, corev1.Volume{Name: dataVolume, VolumeSource: corev1.VolumeSource{
+			EmptyDir: &corev1.EmptyDirVolumeSource{},
+		}})
+	}
 	if a := rc.Spec.Redis.Auth; a != nil && isReplication(rc.Spec) {
 		pod.Volumes = upsertVolume(pod.Volumes, corev1.Volume{Name: authVolume, VolumeSource: corev1.VolumeSource{
 			Secret: &corev1.SecretVolumeSource{

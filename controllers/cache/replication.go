@@ -139,7 +139,12 @@ type election struct {
 // no longer exists, it was deleted (and is named as the one replaced). keep is spec.replicas: pods
 // with a higher ordinal are about to be removed by a scale-down, so they are never promoted, and a
 // healthy primary among them hands over to a remaining replica first (a planned switchover).
-func decidePrimary(members []*member, previous string, keep int32, since, now time.Time, after time.Duration) election {
+//
+// persistent (spec.persistence): pods that boot reload their volume, so a pod that just started
+// may hold data. When every candidate just started (fenced, as after a restart of every pod),
+// the election waits, up to after from since, until all keep pods answer: electing the first pod
+// up could make the others resync to its empty dataset while one of them kept the data.
+func decidePrimary(members []*member, previous string, keep int32, since, now time.Time, after time.Duration, persistent bool) election {
 	var old *member
 	for _, m := range members {
 		if m.role() != rolePrimary {
@@ -190,20 +195,50 @@ func decidePrimary(members []*member, previous string, keep int32, since, now ti
 		}
 	}
 	e.promote = e.primary != nil
+	if persistent && e.promote && !e.planned {
+		if n, fresh := candidates(members, keep); fresh && n < keep {
+			if left := since.Add(after).Sub(now); left > 0 {
+				e.message += fmt.Sprintf("; %d of %d pods answer and all just started: waiting up to %s for the others, which may have kept more data on their volumes",
+					n, keep, left.Round(time.Second))
+				e.primary, e.promote, e.wait = nil, false, left
+				return e
+			}
+		}
+	}
 	if e.planned && !e.promote {
 		e.primary = old // no replica to hand over to: keep serving
 	}
 	return e
 }
 
+// candidates counts the pods that could be elected (ready, answering, kept by the scale), and
+// tells whether all of them just started: fenced, replicas of the boot address.
+func candidates(members []*member, keep int32) (n int32, fresh bool) {
+	fresh = true
+	for _, m := range members {
+		if m.gone() || m.info == nil || !m.ready() || (int32(m.ordinal) >= keep && keep > 0) {
+			continue
+		}
+		n++
+		if m.info.Role != redisadmin.RoleReplica || m.info.MasterHost != fenceHost || m.info.MasterPort != fencePort {
+			fresh = false
+		}
+	}
+	return n, fresh
+}
+
 // better tells whether a should rather be the primary than b: reachable first, then the higher
-// replication offset, then the lower ordinal.
+// replication offset, then more keys, then the lower ordinal. Keys decide after a restart of
+// every pod of a persistent cache: each reloads its own volume and reports offset 0, and
+// promoting one that lost its volume would make the others resync to its empty dataset.
 func better(a, b *member) bool {
 	switch {
 	case (a.info == nil) != (b.info == nil):
 		return a.info != nil
 	case a.info != nil && a.info.Offset != b.info.Offset:
 		return a.info.Offset > b.info.Offset
+	case a.info != nil && a.info.Keys != b.info.Keys:
+		return a.info.Keys > b.info.Keys
 	}
 	return a.ordinal < b.ordinal
 }
@@ -241,12 +276,15 @@ func (r *RedisCacheReconciler) reconcileReplication(ctx context.Context, s *scop
 	if st := s.cache.Status.Replication; st != nil {
 		previous = st.Primary
 	}
-	e := decidePrimary(members, previous, desiredReplicas(s.cache), since, now, failoverAfter(s.cache))
+	e := decidePrimary(members, previous, desiredReplicas(s.cache), since, now, failoverAfter(s.cache), s.cache.Spec.Persistence != nil)
 	obs := &replicationObservation{reason: e.reason, message: e.message, wait: e.wait, lag: map[string]int64{}}
 	s.obs.replication = obs
 	if len(members) == 0 {
 		obs.reason, obs.message = ReasonNoCandidate, "no Redis pod exists yet"
 		return nil
+	}
+	if e.primary == nil && e.wait > 0 {
+		return nil // gathering the pods of a persistent cache before the election
 	}
 	if e.primary == nil {
 		obs.reason, obs.message = ReasonNoCandidate, e.message+"; no other pod is ready and answers"

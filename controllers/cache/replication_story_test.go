@@ -47,11 +47,17 @@ type redisProc struct {
 
 func startRedis(t *testing.T, conf string, args ...string) *redisProc {
 	t.Helper()
+	return startRedisIn(t, t.TempDir(), conf, args...)
+}
+
+// startRedisIn is startRedis with dir as the pod's /data: a directory a previous process left
+// its snapshot or append-only file in plays a persistent volume.
+func startRedisIn(t *testing.T, dir, conf string, args ...string) *redisProc {
+	t.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
 		t.Fatalf("redis-server is needed for the replication stories (apt-get install redis-server): %v", err)
 	}
-	dir := t.TempDir()
 	confPath := filepath.Join(dir, "redis.conf")
 	// /data is the pod's emptyDir; redis-server checks the directory while it reads the file.
 	conf = strings.Replace(conf, "\ndir /data\n", "\ndir "+dir+"\n", 1)
@@ -120,6 +126,10 @@ func playPod(t *testing.T, rc *cachev1beta1.RedisCache, i int, proc *redisProc) 
 		Namespace: rc.Namespace, Name: fmt.Sprintf("%s-%d", rc.Name, i),
 		Labels: sts.Spec.Template.Labels, Annotations: sts.Spec.Template.Annotations, Finalizers: []string{keepFinalizer},
 	}, Spec: *sts.Spec.Template.Spec.DeepCopy()}
+	for _, vct := range sts.Spec.VolumeClaimTemplates { // as the StatefulSet controller adds them
+		pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: vct.Name, VolumeSource: corev1.VolumeSource{
+			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: vct.Name + "-" + pod.Name}}})
+	}
 	if err := controllerutil.SetControllerReference(sts, pod, scheme); err != nil {
 		t.Fatal(err)
 	}

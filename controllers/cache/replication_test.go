@@ -43,6 +43,11 @@ func fenced() *redisadmin.Info {
 	return &redisadmin.Info{Role: redisadmin.RoleReplica, MasterHost: fenceHost, MasterPort: fencePort}
 }
 
+func withKeys(in *redisadmin.Info, keys int64) *redisadmin.Info {
+	in.Keys = keys
+	return in
+}
+
 func TestDecidePrimary(t *testing.T) {
 	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 	after := 10 * time.Second
@@ -94,6 +99,10 @@ func TestDecidePrimary(t *testing.T) {
 		{"half-done failover, two labelled: the one that answers as primary with the higher offset is kept", []*member{
 			testMember(0, rolePrimary, true, replicaAt(100)), testMember(1, rolePrimary, true, primaryAt(900))},
 			"", now, "c-1", false, "", 0},
+		{"every pod of a persistent cache restarted (fenced, offset 0): the one that reloaded its data, not the lowest ordinal", []*member{
+			testMember(0, "", true, withKeys(fenced(), 0)), testMember(1, "", true, withKeys(fenced(), 100)),
+			testMember(2, "", true, withKeys(fenced(), 99))},
+			"c-0", now, "c-1", true, ReasonNoPrimary, 0},
 		{"unlabelled primary after a lost label patch: promoting it is a no-op", []*member{
 			testMember(0, "", true, replicaAt(400)), testMember(1, "", true, primaryAt(900))},
 			"", now, "c-1", true, ReasonNoPrimary, 0},
@@ -104,7 +113,7 @@ func TestDecidePrimary(t *testing.T) {
 			for _, m := range tt.members {
 				keep = max(keep, int32(m.ordinal)+1)
 			}
-			e := decidePrimary(tt.members, tt.previous, keep, tt.since, now, after)
+			e := decidePrimary(tt.members, tt.previous, keep, tt.since, now, after, false)
 			got := ""
 			if e.primary != nil {
 				got = e.primary.pod.Name
@@ -117,24 +126,53 @@ func TestDecidePrimary(t *testing.T) {
 	}
 }
 
+// TestDecidePrimaryGathersAPersistentCache: when every pod of a persistent cache just started,
+// the election waits (up to failoverAfter) for all of them to answer, since one of those not
+// up yet may hold more data; a cache without persistence, or with a replica that replicated
+// before, elects at once.
+func TestDecidePrimaryGathersAPersistentCache(t *testing.T) {
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	after := 10 * time.Second
+	firstUp := []*member{testMember(0, "", true, withKeys(fenced(), 0)), testMember(1, "", false, nil)}
+	e := decidePrimary(firstUp, "c-0", 2, now.Add(-3*time.Second), now, after, true)
+	if e.primary != nil || e.promote || e.wait != 7*time.Second {
+		t.Errorf("persistent, 1 of 2 pods up and fresh: %+v, want no election and a wait of 7s", e)
+	}
+	if e = decidePrimary(firstUp, "c-0", 2, now.Add(-after), now, after, true); e.primary == nil || e.primary.pod.Name != "c-0" || !e.promote {
+		t.Errorf("persistent, 1 of 2 pods up after failoverAfter: %+v, want c-0 elected", e)
+	}
+	if e = decidePrimary(firstUp, "c-0", 2, now, now, after, false); e.primary == nil || e.primary.pod.Name != "c-0" || !e.promote {
+		t.Errorf("without persistence, 1 of 2 pods up: %+v, want c-0 elected at once (no data at stake)", e)
+	}
+	allUp := []*member{testMember(0, "", true, withKeys(fenced(), 0)), testMember(1, "", true, withKeys(fenced(), 5))}
+	if e = decidePrimary(allUp, "c-0", 2, now, now, after, true); e.primary == nil || e.primary.pod.Name != "c-1" || !e.promote {
+		t.Errorf("persistent, every pod up: %+v, want c-1 (it has the keys) elected at once", e)
+	}
+	live := []*member{deleted(testMember(0, rolePrimary, true, primaryAt(900))), testMember(1, roleReplica, true, replicaAt(900)),
+		testMember(2, "", false, nil)}
+	if e = decidePrimary(live, "", 3, now, now, after, true); e.primary == nil || e.primary.pod.Name != "c-1" || !e.promote {
+		t.Errorf("persistent, the primary deleted and a linked replica up: %+v, want c-1 promoted at once", e)
+	}
+}
+
 // TestDecidePrimaryOnScaleDown: pods at or above spec.replicas are about to go: never promoted,
 // and a healthy primary among them hands over (planned) to the best remaining pod.
 func TestDecidePrimaryOnScaleDown(t *testing.T) {
 	now := time.Now()
 	e := decidePrimary([]*member{
 		testMember(0, roleReplica, true, replicaAt(500)), testMember(1, roleReplica, true, replicaAt(900)),
-		testMember(2, rolePrimary, true, primaryAt(900))}, "", 1, now, now, time.Second)
+		testMember(2, rolePrimary, true, primaryAt(900))}, "", 1, now, now, time.Second, false)
 	if e.primary == nil || e.primary.pod.Name != "c-0" || !e.promote || !e.planned || e.reason != ReasonScaleDown || e.from != "c-2" {
 		t.Errorf("scale-down to 1 with the primary c-2: %+v", e)
 	}
 	e = decidePrimary([]*member{
-		testMember(0, roleReplica, false, replicaAt(500)), testMember(1, rolePrimary, true, primaryAt(900))}, "", 1, now, now, time.Second)
+		testMember(0, roleReplica, false, replicaAt(500)), testMember(1, rolePrimary, true, primaryAt(900))}, "", 1, now, now, time.Second, false)
 	if e.primary == nil || e.primary.pod.Name != "c-1" || e.promote {
 		t.Errorf("scale-down with no remaining pod ready: the primary must keep serving, got %+v", e)
 	}
 	e = decidePrimary([]*member{
 		deleted(testMember(0, rolePrimary, true, primaryAt(900))), testMember(1, roleReplica, true, replicaAt(900)),
-		testMember(2, roleReplica, true, replicaAt(100))}, "", 2, now, now, time.Second)
+		testMember(2, roleReplica, true, replicaAt(100))}, "", 2, now, now, time.Second, false)
 	if e.primary == nil || e.primary.pod.Name != "c-1" {
 		t.Errorf("a failover during a scale-down to 2 promotes a pod that stays, got %+v", e)
 	}

@@ -44,6 +44,10 @@ type Info struct {
 	Offset int64
 	// ReplID is the replication id of the history the server follows.
 	ReplID string
+	// Keys is the number of keys in all databases (INFO keyspace). Servers that restarted from
+	// their own snapshot or append-only file report offset 0 whatever they loaded: then only
+	// the keys tell the one that kept data from one that starts empty.
+	Keys int64
 }
 
 // Client talks to Redis servers. The zero value uses a 2 s timeout per call.
@@ -70,11 +74,13 @@ func (c Client) client(addr, password string) *redis.Client {
 func (c Client) Replication(ctx context.Context, addr, password string) (Info, error) {
 	rdb := c.client(addr, password)
 	defer func() { _ = rdb.Close() }()
-	text, err := rdb.Info(ctx, "replication").Result()
-	if err != nil {
-		return Info{}, fmt.Errorf("INFO replication at %s: %w", addr, err)
+	// Two sections in one round trip (INFO with several sections needs Redis 7).
+	pipe := rdb.Pipeline()
+	repl, keys := pipe.Info(ctx, "replication"), pipe.Info(ctx, "keyspace")
+	if _, err := pipe.Exec(ctx); err != nil {
+		return Info{}, fmt.Errorf("INFO replication, keyspace at %s: %w", addr, err)
 	}
-	return ParseInfo(text)
+	return ParseInfo(repl.Val() + keys.Val())
 }
 
 // ReplicaOf makes the server at addr replicate host:port, or, with host "", a primary
@@ -204,6 +210,16 @@ func ParseInfo(text string) (Info, error) {
 			in.Offset = o
 		case "master_replid":
 			in.ReplID = v
+		default:
+			// db0:keys=100,expires=0,avg_ttl=0
+			if n, found := strings.CutPrefix(v, "keys="); found && strings.HasPrefix(k, "db") {
+				n, _, _ = strings.Cut(n, ",")
+				c, err := strconv.ParseInt(n, 10, 64)
+				if err != nil {
+					return Info{}, fmt.Errorf("%s keys %q: %w", k, n, err)
+				}
+				in.Keys += c
+			}
 		}
 	}
 	if in.Role != RolePrimary && in.Role != RoleReplica {

@@ -22,7 +22,11 @@ func TestParseInfo(t *testing.T) {
 	if got, err := ParseInfo("role:master\r\nconnected_slaves:0\r\nmaster_repl_offset:0\r\n"); err != nil || got.Role != RolePrimary {
 		t.Errorf("ParseInfo(primary) = %+v, %v", got, err)
 	}
-	for _, bad := range []string{"", "role:sentinel\r\n", "role:slave\r\nmaster_port:x\r\n"} {
+	keyspace := "# Replication\r\nrole:slave\r\nmaster_repl_offset:0\r\n# Keyspace\r\ndb0:keys=100,expires=2,avg_ttl=0\r\ndb3:keys=7,expires=0,avg_ttl=0\r\n"
+	if got, err := ParseInfo(keyspace); err != nil || got.Keys != 107 {
+		t.Errorf("ParseInfo(with keyspace) = %+v, %v; want 107 keys", got, err)
+	}
+	for _, bad := range []string{"", "role:sentinel\r\n", "role:slave\r\nmaster_port:x\r\n", "role:slave\r\ndb0:keys=x,expires=0\r\n"} {
 		if _, err := ParseInfo(bad); err == nil {
 			t.Errorf("ParseInfo(%q) accepted", bad)
 		}
@@ -52,8 +56,20 @@ func TestReplicaOfOnRealRedis(t *testing.T) {
 	if err := c.ReplicaOf(ctx, b, "", "", 0); err != nil {
 		t.Fatal(err)
 	}
-	if in, err := c.Replication(ctx, b, ""); err != nil || in.Role != RolePrimary {
+	if in, err := c.Replication(ctx, b, ""); err != nil || in.Role != RolePrimary || in.Keys != 0 {
 		t.Errorf("after REPLICAOF NO ONE: %+v %v", in, err)
+	}
+	// Keys counts every database.
+	for db, key := range []string{"x", "y"} {
+		rb := redis.NewClient(&redis.Options{Addr: b, DB: db, DisableIdentity: true, Protocol: 2})
+		err := rb.Set(ctx, key, "1", 0).Err()
+		_ = rb.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if in, err := c.Replication(ctx, b, ""); err != nil || in.Keys != 2 {
+		t.Errorf("after writing a key in db 0 and db 1: %+v %v, want 2 keys", in, err)
 	}
 	// A paused primary holds writes until unpaused.
 	if err := c.PauseWrites(ctx, a, "", 10*time.Second); err != nil {

@@ -21,6 +21,7 @@ type hubOnly struct {
 	MaxClients  *int32               `json:"maxClients,omitempty"`
 	Mode        v1beta1.Mode         `json:"mode,omitempty"`
 	Replication *v1beta1.Replication `json:"replication,omitempty"`
+	Persistence *v1beta1.Persistence `json:"persistence,omitempty"`
 }
 
 var _ conversion.Convertible = &RedisCache{}
@@ -62,6 +63,7 @@ func (src *RedisCache) ConvertTo(dstRaw conversion.Hub) error {
 		dst.Spec.Redis.MaxClients = h.MaxClients
 		dst.Spec.Mode = h.Mode
 		dst.Spec.Replication = h.Replication
+		dst.Spec.Persistence = h.Persistence
 		delete(dst.Annotations, HubOnlyAnnotation)
 		if len(dst.Annotations) == 0 {
 			dst.Annotations = nil
@@ -118,7 +120,7 @@ func (dst *RedisCache) ConvertFrom(srcRaw conversion.Hub) error {
 	if p := s.PodDisruptionBudget; p != nil {
 		dst.Spec.PodDisruptionBudget = &PodDisruptionBudget{Enabled: p.Enabled, MaxUnavailable: p.MaxUnavailable}
 	}
-	h := hubOnly{MaxClients: s.Redis.MaxClients, Replication: s.Replication}
+	h := hubOnly{MaxClients: s.Redis.MaxClients, Replication: s.Replication, Persistence: s.Persistence}
 	if s.Mode != v1beta1.ModeStandalone {
 		h.Mode = s.Mode
 	}

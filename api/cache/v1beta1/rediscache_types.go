@@ -53,6 +53,8 @@ const ImageReferencePattern = `^(?:(?:(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-
 // by CEL: the API server's cost estimator rejects any rule reading the unbounded quantity strings
 // of corev1.ResourceRequirements.
 // +kubebuilder:validation:XValidation:rule="(has(oldSelf.mode) ? oldSelf.mode : 'Standalone') == (has(self.mode) ? self.mode : 'Standalone')",message="spec.mode cannot be changed: create a new RedisCache in the other mode and move the clients (docs/rediscache.md, Migration)"
+// +kubebuilder:validation:XValidation:rule="!has(self.persistence) || (has(self.mode) && self.mode == 'Replication')",message="spec.persistence needs mode Replication (with replicas 1 for a single instance): a Deployment's pods cannot each keep a volume of their own"
+// +kubebuilder:validation:XValidation:rule="has(oldSelf.persistence) == has(self.persistence)",message="spec.persistence cannot be added or removed after creation: the pods' volume claims are fixed when the StatefulSet is made"
 type RedisCacheSpec struct {
 	// Mode is how the Redis pods relate to each other. Standalone (the default, and the behaviour
 	// of every RedisCache created before this field existed): each pod is an independent cache
@@ -63,6 +65,14 @@ type RedisCacheSpec struct {
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Mode",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:select:Standalone","urn:alm:descriptor:com.tectonic.ui:select:Replication"},order=0
 	Mode Mode `json:"mode,omitempty"`
+
+	// Persistence keeps each Redis pod's data on a PersistentVolumeClaim of its own, so that a
+	// pod that restarts (or every pod at once) starts warm from its RDB snapshot or append-only
+	// file instead of empty. Replication mode only; fixed at creation. Without it the cache is
+	// in memory only.
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Persistence",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:fieldDependency:mode:Replication"},order=7
+	Persistence *Persistence `json:"persistence,omitempty"`
 
 	// Replication tunes Replication mode; ignored in Standalone mode.
 	// +optional
@@ -142,6 +152,47 @@ type Replication struct {
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Failover After (seconds)",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:number","urn:alm:descriptor:com.tectonic.ui:fieldDependency:mode:Replication"}
 	FailoverAfterSeconds *int32 `json:"failoverAfterSeconds,omitempty"`
 }
+
+// Persistence is where and how a RedisCache keeps its data across restarts.
+// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.persistence cannot be changed after creation: the pods' volume claims are fixed when the StatefulSet is made"
+type Persistence struct {
+	// Size of each pod's PersistentVolumeClaim. Redis needs room for its dataset plus a second
+	// copy while it rewrites the snapshot (or append-only file): at least twice maxMemory.
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Size",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:text"}
+	Size resource.Quantity `json:"size"`
+
+	// StorageClassName of the claims; empty uses the cluster's default StorageClass.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Storage Class",xDescriptors={"urn:alm:descriptor:io.kubernetes:StorageClass"}
+	StorageClassName *string `json:"storageClassName,omitempty"`
+
+	// AppendOnly adds the append-only file (fsync every second: at most about a second of
+	// acknowledged writes is lost on a crash) to the RDB snapshots, which are taken after
+	// 1 change in an hour, 100 in 5 minutes or 10000 in a minute.
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Append-Only File",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:booleanSwitch"}
+	AppendOnly bool `json:"appendOnly,omitempty"`
+
+	// ReclaimPolicy is what becomes of the claims when the RedisCache is deleted: Retain (the
+	// default: delete them yourself once you no longer need the data) or Delete. Claims of pods
+	// removed by a scale-down are always retained and reused by a later scale-up.
+	// +kubebuilder:default=Retain
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Reclaim Policy",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:select:Retain","urn:alm:descriptor:com.tectonic.ui:select:Delete"}
+	ReclaimPolicy ReclaimPolicy `json:"reclaimPolicy,omitempty"`
+}
+
+// ReclaimPolicy is what becomes of a RedisCache's volume claims when it is deleted.
+// +kubebuilder:validation:XValidation:rule="self in ['Retain', 'Delete']",message="must be Retain or Delete"
+// +kubebuilder:validation:MaxLength=16
+type ReclaimPolicy string
+
+// The reclaim policies.
+const (
+	ReclaimRetain ReclaimPolicy = "Retain"
+	ReclaimDelete ReclaimPolicy = "Delete"
+)
 
 // Redis is the configuration of the Redis server.
 type Redis struct {
