@@ -30,17 +30,15 @@ import (
 // before its last file.
 //
 // So the files of one small chunk (smallChunkBytes) are listed first, grouped by pack, and read
-// pack after pack: each pack is fetched whole into kopia's content cache once (the next one is
-// fetched while the current one is read). A restore writes them with kopia's own
-// FilesystemOutput, and kopia's restore then skips them (volumeOutput.done); directories,
+// pack after pack: each pack is fetched whole once and held in memory while its files are read
+// (packWindow, storage.go; the next one is fetched meanwhile), and kopia reads each file's
+// chunk from it, decrypting and checking it as usual. A restore writes them with
+// writeRestoredFile, and kopia's restore then skips them (volumeOutput.done); directories,
 // symlinks and larger files are restored by kopia's restore as before, which also sets the
 // directories' modes and times after their contents.
 
 // A file of one chunk up to smallChunkBytes is read with its pack.
 const smallChunkBytes = 256 << 10
-
-// prefetchWholePacks is kopia's prefetch hint for "fetch every pack whole" (content_prefetch.go).
-const prefetchWholePacks = "blobs"
 
 // planned is an object of the snapshot to read: a file, or a symlink (whose target is an object).
 type planned struct {
@@ -112,18 +110,23 @@ func smallObject(ctx context.Context, rep repo.Repository, e fs.Entry, oid objec
 }
 
 // eachByPack calls fn for the small objects, pack after pack, RestoreParallelism at a time
-// within a pack. Each pack is fetched whole into kopia's content cache first (best effort: a
-// pack that could not be fetched, or was evicted, is read by ranges), at most one ahead.
-func (p *readPlan) eachByPack(ctx context.Context, rep repo.Repository, fn func(context.Context, planned) error) error {
-	fetched := make(chan blob.ID, 1)
+// within a pack. Each pack is held whole in memory while its objects are read (best effort: a
+// pack that could not be fetched is read by ranges, which report what is wrong with it), and
+// the next one is fetched meanwhile: at most two packs are held.
+func (p *readPlan) eachByPack(ctx context.Context, rep repo.Repository, w *packWindow, fn func(context.Context, planned) error) error {
+	dr, direct := rep.(repo.DirectRepository)
+	fetched := make(chan blob.ID)
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
 		defer close(fetched)
 		for _, pack := range p.order {
-			rep.PrefetchContents(gctx, []content.ID{p.byPack[pack][0].cid}, prefetchWholePacks)
+			if direct {
+				_ = w.hold(gctx, dr.BlobReader(), pack) //nolint:errcheck // best effort, see above
+			}
 			select {
 			case fetched <- pack:
 			case <-gctx.Done():
+				w.release(pack)
 				return gctx.Err()
 			}
 		}
@@ -131,7 +134,9 @@ func (p *readPlan) eachByPack(ctx context.Context, rep repo.Repository, fn func(
 	})
 	g.Go(func() error {
 		for pack := range fetched {
-			if err := each(gctx, p.byPack[pack], fn); err != nil {
+			err := each(gctx, p.byPack[pack], fn)
+			w.release(pack)
+			if err != nil {
 				return err
 			}
 		}
@@ -150,23 +155,20 @@ func each(ctx context.Context, objs []planned, fn func(context.Context, planned)
 	return g.Wait()
 }
 
-// restoreSmallFilesByPack writes the small files of the tree under root into out, pack by
-// pack, and returns their relative paths. Nothing is written when the repository has no
-// content cache to hold a pack in (a bench knob).
+// restoreSmallFilesByPack writes the small files of the tree under root into out's target,
+// pack by pack, and returns their relative paths.
 func (r *Repo) restoreSmallFilesByPack(ctx context.Context, root fs.Entry, out *restore.FilesystemOutput) (map[string]struct{}, error) {
-	if r.contentCacheBytes <= 0 {
-		return nil, nil
-	}
 	plan, err := planReads(ctx, r.rep, root, false)
 	if err != nil {
 		return nil, err
 	}
 	dirs := &parentDirs{target: out.TargetPath, made: map[string]bool{}}
-	err = plan.eachByPack(ctx, r.rep, func(ctx context.Context, o planned) error {
+	err = plan.eachByPack(ctx, r.rep, r.packs, func(ctx context.Context, o planned) error {
 		if err := dirs.ensure(path.Dir(o.rel)); err != nil {
 			return err
 		}
-		if err := out.WriteFile(ctx, o.rel, o.entry.(fs.File), func(int64) {}); err != nil {
+		target := filepath.Join(out.TargetPath, filepath.FromSlash(o.rel))
+		if err := writeRestoredFile(ctx, target, o.entry.(fs.File), nil); err != nil { //nolint:forcetypeassert // smallObject took files only
 			return fmt.Errorf("restore %q: %w", o.rel, err)
 		}
 		return nil

@@ -69,6 +69,12 @@ type Options struct {
 	Logger *zap.Logger
 	// NoCreate makes Open fail with ErrNoRepository instead of creating a repository.
 	NoCreate bool
+	// NoDiskCache turns kopia's disk caches off, for a connection that reads snapshots back
+	// (restore, verify): such a connection starts with an empty cache in a mover, and reads
+	// each chunk once (the small files from packs held in memory, storage.go) and each
+	// directory once per walk. kopia's cache wrote every chunk a restore read to disk, with an
+	// HMAC: 20 % of the CPU of a restore. CacheLimitBytes is then unused.
+	NoDiskCache bool
 }
 
 // Repo is an open repository. Its methods may be called concurrently, except Maintenance with
@@ -76,17 +82,16 @@ type Options struct {
 type Repo struct {
 	rep     repo.Repository
 	workDir string
-	// contentCacheBytes is the size of kopia's cache of data contents (0: none).
-	contentCacheBytes int64
-	removeWorkDir     bool
-	logger            *zap.Logger
+	// packs holds the packs a restore or a verify reads file after file (storage.go).
+	packs         *packWindow
+	removeWorkDir bool
+	logger        *zap.Logger
 }
 
 // Open opens the repository under the prefix, creating it when the prefix is empty. A wrong
 // password gives ErrWrongPassword, a prefix holding other objects ErrNotARepository.
 func Open(ctx context.Context, cfg S3Config, password string, opts Options) (_ *Repo, err error) {
-	r := &Repo{workDir: opts.CacheDir, logger: opts.Logger,
-		contentCacheBytes: cachingOptions("", opts.CacheLimitBytes).ContentCacheSizeBytes}
+	r := &Repo{workDir: opts.CacheDir, logger: opts.Logger}
 	if r.workDir == "" {
 		if r.workDir, err = os.MkdirTemp("", "kopiarepo-"); err != nil {
 			return nil, err
@@ -102,15 +107,21 @@ func Open(ctx context.Context, cfg S3Config, password string, opts Options) (_ *
 	}()
 	ctx = r.kopiaContext(ctx)
 
-	st, err := s3.New(ctx, s3Options(cfg), false)
+	s3opts := s3Options(cfg)
+	st, err := s3.New(ctx, s3opts, false)
 	if err != nil {
 		return nil, fmt.Errorf("S3 storage %s/%s: %w", cfg.Bucket, cfg.Prefix, err)
 	}
 	defer st.Close(ctx) //nolint:errcheck // Open below makes its own storage from the config file
 
+	// The storage kopia makes from the connection file is ours (storage.go), with this window.
+	var window string
+	r.packs, window = newPackWindow()
+	defer unregisterPackWindow(window)
+	ci := blob.ConnectionInfo{Type: storageType, Config: &storageOptions{Options: *s3opts, Window: window}}
 	configFile := filepath.Join(r.workDir, configFileName)
 	connect := func() error {
-		return writeConnection(ctx, configFile, st, cachingOptions(filepath.Join(r.workDir, cacheSubdir), opts.CacheLimitBytes))
+		return writeConnection(ctx, configFile, st, ci, cachingOptions(filepath.Join(r.workDir, cacheSubdir), opts))
 	}
 	created := false
 	err = connect()
@@ -156,7 +167,7 @@ func (r *Repo) Close(ctx context.Context) error {
 // (deriving the key with scrypt, ~0.4 s of CPU here, and reading the indexes), and Open opens
 // the repository right after anyway, failing there on a wrong password. It reports
 // repo.ErrRepositoryNotInitialized when st holds no repository.
-func writeConnection(ctx context.Context, configFile string, st blob.Storage, caching content.CachingOptions) error {
+func writeConnection(ctx context.Context, configFile string, st blob.Storage, ci blob.ConnectionInfo, caching content.CachingOptions) error {
 	var formatBlob bytes.Buffer
 	if err := st.GetBlob(ctx, format.KopiaRepositoryBlobID, 0, -1, bufferOutput{&formatBlob}); err != nil {
 		if errors.Is(err, blob.ErrBlobNotFound) {
@@ -168,9 +179,10 @@ func writeConnection(ctx context.Context, configFile string, st blob.Storage, ca
 		return fmt.Errorf("read the repository's format blob: %w", err)
 	}
 	if caching.ContentCacheSizeBytes == 0 {
-		caching = content.CachingOptions{} // kopia caches nothing then (repo.Connect does the same)
+		// kopia caches nothing then (as repo.Connect does): v0.22.3 dereferences a nil cache
+		// when a cache directory has no content cache.
+		caching = content.CachingOptions{}
 	}
-	ci := st.ConnectionInfo()
 	lc := repo.LocalConfig{
 		Storage: &ci,
 		Caching: &caching,
@@ -270,29 +282,25 @@ func s3Options(cfg S3Config) *s3.Options {
 }
 
 // cachingOptions splits the limit between content and metadata, as hard limits: kopia's soft
-// limits are only enforced for entries older than their sweep age (24 h for metadata).
-func cachingOptions(dir string, limit int64) content.CachingOptions {
+// limits are only enforced for entries older than their sweep age (24 h for metadata). A
+// connection with Options.NoDiskCache caches nothing on disk.
+func cachingOptions(dir string, opts Options) content.CachingOptions {
+	if opts.NoDiskCache {
+		return content.CachingOptions{}
+	}
+	limit := opts.CacheLimitBytes
 	if limit <= 0 {
 		limit = DefaultCacheLimitBytes
 	}
 	half := limit / 2
-	contents := half
-	if os.Getenv(EnvNoContentCache) != "" {
-		contents = 0
-	}
 	return content.CachingOptions{
 		CacheDirectory:              dir,
-		ContentCacheSizeBytes:       contents,
-		ContentCacheSizeLimitBytes:  contents,
+		ContentCacheSizeBytes:       half,
+		ContentCacheSizeLimitBytes:  half,
 		MetadataCacheSizeBytes:      half,
 		MetadataCacheSizeLimitBytes: half,
 	}
 }
-
-// EnvNoContentCache, when set, turns off the cache of data contents (metadata stays cached): a
-// knob for bench/engines to measure a restore of many small files with, not a setting of the
-// mover.
-const EnvNoContentCache = "KOPIAREPO_NO_CONTENT_CACHE"
 
 // kopiaContext carries the logger, which kopia takes from the context.
 func (r *Repo) kopiaContext(ctx context.Context) context.Context {
