@@ -52,13 +52,15 @@ type planned struct {
 type readPlan struct {
 	byPack map[blob.ID][]planned
 	order  []blob.ID // packs in the order the walk met them
+	// extent is the length of the start of each pack that holds the small objects' chunks.
+	extent map[blob.ID]int64
 	// rest are the other files and the symlinks, when the plan was made with them.
 	rest []planned
 }
 
 // planReads walks the tree under root. With all, the objects that are not small go to rest.
 func planReads(ctx context.Context, rep repo.Repository, root fs.Entry, all bool) (*readPlan, error) {
-	p := &readPlan{byPack: map[blob.ID][]planned{}}
+	p := &readPlan{byPack: map[blob.ID][]planned{}, extent: map[blob.ID]int64{}}
 	return p, p.walk(ctx, rep, root, "", all)
 }
 
@@ -80,12 +82,14 @@ func (p *readPlan) walk(ctx context.Context, rep repo.Repository, e fs.Entry, re
 		return nil
 	}
 	o := planned{rel: rel, entry: e, oid: h.ObjectID()}
-	if pack, cid, small := smallObject(ctx, rep, e, o.oid); small {
+	if info, small := smallObject(ctx, rep, e, o.oid); small {
+		pack := info.PackBlobID
 		if _, seen := p.byPack[pack]; !seen {
 			p.order = append(p.order, pack)
 		}
-		o.cid = cid
+		o.cid = info.ContentID
 		p.byPack[pack] = append(p.byPack[pack], o)
+		p.extent[pack] = max(p.extent[pack], int64(info.PackOffset)+int64(info.PackedLength))
 	} else if all {
 		p.rest = append(p.rest, o)
 	}
@@ -93,26 +97,27 @@ func (p *readPlan) walk(ctx context.Context, rep repo.Repository, e fs.Entry, re
 }
 
 // smallObject says whether e is a file of one chunk of at most smallChunkBytes in a data pack,
-// and which.
-func smallObject(ctx context.Context, rep repo.Repository, e fs.Entry, oid object.ID) (blob.ID, content.ID, bool) {
+// and returns where that chunk is.
+func smallObject(ctx context.Context, rep repo.Repository, e fs.Entry, oid object.ID) (content.Info, bool) {
 	if _, file := e.(fs.File); !file || e.Size() == 0 || e.Size() > smallChunkBytes {
-		return "", content.EmptyID, false
+		return content.Info{}, false
 	}
 	cid, _, direct := oid.ContentID()
 	if !direct {
-		return "", content.EmptyID, false
+		return content.Info{}, false
 	}
 	info, err := rep.ContentInfo(ctx, cid)
 	if err != nil || !strings.HasPrefix(string(info.PackBlobID), string(content.PackBlobIDPrefixRegular)) {
-		return "", content.EmptyID, false // reading it reports what is wrong with it
+		return content.Info{}, false // reading it reports what is wrong with it
 	}
-	return info.PackBlobID, cid, true
+	return info, true
 }
 
 // eachByPack calls fn for the small objects, pack after pack, RestoreParallelism at a time
-// within a pack. Each pack is held whole in memory while its objects are read (best effort: a
-// pack that could not be fetched is read by ranges, which report what is wrong with it), and
-// the next one is fetched meanwhile: at most two packs are held.
+// within a pack. The start of each pack that holds their chunks is fetched with one GET and held
+// in memory while they are read (best effort: a pack that could not be fetched is read by
+// ranges, which report what is wrong with it), the next one fetched meanwhile: at most two
+// packs are held.
 func (p *readPlan) eachByPack(ctx context.Context, rep repo.Repository, w *packWindow, fn func(context.Context, planned) error) error {
 	dr, direct := rep.(repo.DirectRepository)
 	fetched := make(chan blob.ID)
@@ -121,7 +126,7 @@ func (p *readPlan) eachByPack(ctx context.Context, rep repo.Repository, w *packW
 		defer close(fetched)
 		for _, pack := range p.order {
 			if direct {
-				_ = w.hold(gctx, dr.BlobReader(), pack) //nolint:errcheck // best effort, see above
+				_ = w.hold(gctx, dr.BlobReader(), pack, p.extent[pack]) //nolint:errcheck // best effort, see above
 			}
 			select {
 			case fetched <- pack:

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 
@@ -179,16 +180,17 @@ func newPackWindow() (*packWindow, string) {
 // unregister forgets the name (the storage keeps the window).
 func unregisterPackWindow(name string) { windows.Delete(name) }
 
-// hold fetches the pack whole through st and serves reads of it from memory until release.
-func (w *packWindow) hold(ctx context.Context, st blob.Reader, id blob.ID) error {
+// hold fetches the first length bytes of the pack through st, and serves reads within them
+// from memory until release.
+func (w *packWindow) hold(ctx context.Context, st blob.Reader, id blob.ID, length int64) error {
 	w.mu.Lock()
 	var buf []byte
 	if n := len(w.free); n > 0 {
 		buf, w.free = w.free[n-1][:0], w.free[:n-1]
 	}
 	w.mu.Unlock()
-	out := &sliceOutput{b: buf}
-	if err := st.GetBlob(ctx, id, 0, -1, out); err != nil {
+	out := &sliceOutput{b: slices.Grow(buf, int(length))}
+	if err := st.GetBlob(ctx, id, 0, length, out); err != nil {
 		return fmt.Errorf("fetch pack %s: %w", id, err)
 	}
 	w.mu.Lock()
@@ -210,20 +212,14 @@ func (w *packWindow) release(id blob.ID) {
 	}
 }
 
-// read copies a range of a held pack into output; held is false when the pack is not held.
+// read copies a range of a held pack into output; held is false when the range is not held.
 func (w *packWindow) read(id blob.ID, offset, length int64, output blob.OutputBuffer) (held bool, err error) {
 	w.mu.Lock()
 	defer w.mu.Unlock() // a released buffer is reused: copy before
 	b, ok := w.packs[id]
-	if !ok {
-		return false, nil
-	}
-	end := int64(len(b))
-	if length >= 0 {
-		end = offset + length
-	}
-	if offset < 0 || offset > end || end > int64(len(b)) {
-		return true, fmt.Errorf("%w: [%d, %d) of pack %s of %d bytes", blob.ErrInvalidRange, offset, end, id, len(b))
+	end := offset + length
+	if !ok || length < 0 || offset < 0 || end > int64(len(b)) {
+		return false, nil // not in memory: from S3
 	}
 	output.Reset()
 	_, err = output.Write(b[offset:end])
