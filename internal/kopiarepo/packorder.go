@@ -29,7 +29,8 @@ import (
 // the restore to its last), so a cache smaller than the whole snapshot evicts each pack long
 // before its last file.
 //
-// So the files of one small chunk (smallChunkBytes) are listed first, grouped by pack, and read
+// So the files of one chunk (up to smallChunkBytes: any file kopia's default splitter stored as
+// one chunk, 1 MiB files included) are listed first, grouped by pack, and read
 // pack after pack: each pack is fetched whole once and held in memory while its files are read
 // (packWindow, storage.go; the next one is fetched meanwhile), and kopia reads each file's
 // chunk from it, decrypting and checking it as usual. A restore writes them with
@@ -37,8 +38,10 @@ import (
 // symlinks and larger files are restored by kopia's restore as before, which also sets the
 // directories' modes and times after their contents.
 
-// A file of one chunk up to smallChunkBytes is read with its pack.
-const smallChunkBytes = 256 << 10
+// A file of one chunk up to smallChunkBytes is read with its pack: 8 MiB is the largest chunk
+// of DYNAMIC-4M-BUZHASH, kopia's default splitter. Files of 1 MiB restored 1.5 × slower than
+// restic's with a ranged GET each; 256 KiB was the bound before.
+const smallChunkBytes = 8 << 20
 
 // planned is an object of the snapshot to read: a file, or a symlink (whose target is an object).
 type planned struct {

@@ -141,3 +141,36 @@ func (c *requestCounter) packGets(prefix string) int {
 	}
 	return n
 }
+
+// Files of 1 MiB are one chunk each too, and are read with their packs: one GET per pack
+// instead of one per file (1 GiB of 1 MiB files restored 1.5 × slower than restic with a ranged
+// GET each). Fails with the pack-ordered reads limited to files up to 256 KiB (40 GETs).
+func TestOneChunkFilesAreReadPackByPack(t *testing.T) {
+	b := newBucket(t)
+	const prefix = "volumes/mib"
+	src := t.TempDir()
+	for f := range 40 {
+		writeFile(t, filepath.Join(src, fmt.Sprintf("d%d/f%02d", f%3, f)), randomBytes(t, 1<<20), 0o644)
+	}
+	snap, err := openRepo(t, b.config(prefix), testPassword).Backup(testContext(t), src, BackupOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	packs := len(b.objects(t, prefix+"/p"))
+	counted := countRequests(t, b.minio.Endpoint)
+	cfg := b.config(prefix)
+	cfg.Endpoint = counted.endpoint
+	r, err := Open(testContext(t), cfg, testPassword, Options{CacheDir: t.TempDir(), NoCreate: true, NoDiskCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.Close(context.Background()) })
+	dst := filepath.Join(t.TempDir(), "restored")
+	if _, err := r.Restore(testContext(t), snap.ID, dst); err != nil {
+		t.Fatal(err)
+	}
+	assertSameTree(t, src, dst)
+	if gets := counted.packGets(prefix); gets != packs {
+		t.Errorf("restoring 40 files of 1 MiB from %d packs took %d GETs of packs, want one per pack", packs, gets)
+	}
+}
