@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/kopia/kopia/fs"
 	"github.com/kopia/kopia/repo"
@@ -116,39 +117,71 @@ func smallObject(ctx context.Context, rep repo.Repository, e fs.Entry, oid objec
 	return info, true
 }
 
-// eachByPack calls fn for the small objects, pack after pack, RestoreParallelism at a time
-// within a pack. The start of each pack that holds their chunks is fetched with one GET and held
-// in memory while they are read (best effort: a pack that could not be fetched is read by
-// ranges, which report what is wrong with it), the next one fetched meanwhile: at most two
-// packs are held.
+// packsHeld bounds the packs eachByPack holds in memory: one whose last objects are being read,
+// one being read, one being fetched (about 60 MiB with kopia's 20 MiB packs).
+const packsHeld = 3
+
+// eachByPack calls fn for the small objects, pack after pack, RestoreParallelism at a time. The
+// start of each pack that holds their chunks is fetched with one GET and held in memory until
+// its last object is read (best effort: a pack that could not be fetched is read by ranges,
+// which report what is wrong with it), while the next packs are fetched (packsHeld). No
+// barrier between packs: the readers start on the next pack while the last objects of one are
+// still read (with 1 MiB files, about 20 a pack, waiting for each pack's last reader idled a
+// fifth of them).
 func (p *readPlan) eachByPack(ctx context.Context, rep repo.Repository, w *packWindow, fn func(context.Context, planned) error) error {
 	dr, direct := rep.(repo.DirectRepository)
+	slots := make(chan struct{}, packsHeld)
+	release := func(pack blob.ID) {
+		w.release(pack)
+		<-slots
+	}
 	fetched := make(chan blob.ID)
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
 		defer close(fetched)
 		for _, pack := range p.order {
+			select {
+			case slots <- struct{}{}:
+			case <-gctx.Done():
+				return gctx.Err()
+			}
 			if direct {
 				_ = w.hold(gctx, dr.BlobReader(), pack, p.extent[pack]) //nolint:errcheck // best effort, see above
 			}
 			select {
 			case fetched <- pack:
 			case <-gctx.Done():
-				w.release(pack)
+				release(pack)
 				return gctx.Err()
 			}
 		}
 		return nil
 	})
 	g.Go(func() error {
+		readers, rctx := errgroup.WithContext(gctx)
+		readers.SetLimit(restoreParallelism())
 		for pack := range fetched {
-			err := each(gctx, p.byPack[pack], fn)
-			w.release(pack)
-			if err != nil {
-				return err
+			if rctx.Err() != nil {
+				break // a reader failed: fetch and read no more
+			}
+			objs := p.byPack[pack]
+			left := atomic.Int64{}
+			left.Store(int64(len(objs)))
+			for _, o := range objs {
+				readers.Go(func() error {
+					defer func() {
+						if left.Add(-1) == 0 {
+							release(pack)
+						}
+					}()
+					if err := rctx.Err(); err != nil {
+						return err
+					}
+					return fn(rctx, o)
+				})
 			}
 		}
-		return nil
+		return readers.Wait()
 	})
 	return g.Wait()
 }
