@@ -71,7 +71,7 @@ type Options struct {
 	NoCreate bool
 	// NoDiskCache turns kopia's disk caches off, for a connection that reads snapshots back
 	// (restore, verify): such a connection starts with an empty cache in a mover, and reads
-	// each chunk once (the small files from packs held in memory, storage.go) and each
+	// each chunk once (the files of one chunk from packs held in memory, storage.go) and each
 	// directory once per walk. kopia's cache wrote every chunk a restore read to disk, with an
 	// HMAC: 20 % of the CPU of a restore. CacheLimitBytes is then unused.
 	NoDiskCache bool
@@ -162,8 +162,9 @@ func (r *Repo) Close(ctx context.Context) error {
 	return err
 }
 
-// writeConnection writes kopia's connection file for the repository in st, as repo.Connect does,
-// without repo.Connect's check that the password opens it: that check is a whole repo.Open
+// writeConnection writes kopia's connection file for the repository in st, naming ci as its
+// storage (ours, storage.go), as repo.Connect does, without repo.Connect's check that the
+// password opens it: that check is a whole repo.Open
 // (deriving the key with scrypt, ~0.4 s of CPU here, and reading the indexes), and Open opens
 // the repository right after anyway, failing there on a wrong password. It reports
 // repo.ErrRepositoryNotInitialized when st holds no repository.
