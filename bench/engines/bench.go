@@ -87,7 +87,7 @@ func (b *bench) step(ctx context.Context, name, prefix string, run func() measur
 		m.Uploaded = after - before
 	}
 	b.res.Steps[name] = m
-	log.Printf("%s: %s %.1fs, peak RSS %.0f MiB, uploaded %.1f MiB %s", b.d.name, name, m.Seconds,
+	log.Printf("%s: %s %.1fs (CPU %.1fs), peak RSS %.0f MiB, uploaded %.1f MiB %s", b.d.name, name, m.Seconds, m.CPUSeconds,
 		float64(m.PeakRSS)/(1<<20), float64(m.Uploaded)/(1<<20), m.Error)
 	if m.Error != "" {
 		return fmt.Errorf("%s: %s", name, m.Error)

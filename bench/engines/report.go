@@ -77,7 +77,7 @@ func cell(r datasetResults, key string) string {
 	case m.Error != "":
 		return "failed"
 	}
-	s := fmt.Sprintf("%.1f s, %.0f MiB RSS", m.Seconds, float64(m.PeakRSS)/mib)
+	s := fmt.Sprintf("%.1f s (CPU %.1f s), %.0f MiB RSS", m.Seconds, m.CPUSeconds, float64(m.PeakRSS)/mib)
 	if m.Uploaded > 0 {
 		s += fmt.Sprintf(", %.1f MiB uploaded", float64(m.Uploaded)/mib)
 	}

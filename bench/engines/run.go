@@ -10,12 +10,15 @@ import (
 	"time"
 )
 
-// measurement is one child process: its wall time and its peak RSS (the kernel's ru_maxrss).
+// measurement is one child process: its wall time, its CPU time (user + system: on a machine
+// shared with other work, wall times of two runs differ with the load; the CPU an engine spends
+// much less) and its peak RSS (the kernel's ru_maxrss).
 type measurement struct {
-	Seconds  float64 `json:"seconds"`
-	PeakRSS  int64   `json:"peakRSSBytes"`
-	Uploaded int64   `json:"uploadedBytes,omitempty"` // bytes added under the engine's prefix
-	Error    string  `json:"error,omitempty"`
+	Seconds    float64 `json:"seconds"`
+	CPUSeconds float64 `json:"cpuSeconds,omitempty"`
+	PeakRSS    int64   `json:"peakRSSBytes"`
+	Uploaded   int64   `json:"uploadedBytes,omitempty"` // bytes added under the engine's prefix
+	Error      string  `json:"error,omitempty"`
 }
 
 // runChild runs name with args in env (added to the benchmark's own environment) and measures
@@ -32,6 +35,7 @@ func runChild(ctx context.Context, dir string, env []string, name string, args .
 	if cmd.ProcessState != nil {
 		if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
 			m.PeakRSS = ru.Maxrss << 10 // KiB on Linux
+			m.CPUSeconds = time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
 		}
 	}
 	if err != nil {

@@ -19,7 +19,9 @@ type Info struct {
 	Bytes int64 // the size of every blob under the prefix: what the repository costs in the bucket
 	Blobs int
 	// LastQuickMaintenance and LastFullMaintenance are when each kind of maintenance last
-	// started, from kopia's schedule; zero when it never ran.
+	// started and succeeded, from the runs kopia's schedule records; zero when none did (a new
+	// repository's first quick maintenance is an hour after its creation, its first full one a
+	// day after).
 	LastQuickMaintenance time.Time
 	LastFullMaintenance  time.Time
 }
@@ -44,19 +46,20 @@ func (r *Repo) Info(ctx context.Context) (Info, error) {
 	if err != nil {
 		return Info{}, fmt.Errorf("maintenance schedule: %w", err)
 	}
-	params, err := maintenance.GetParams(ctx, dr)
-	if err != nil {
-		return Info{}, fmt.Errorf("maintenance parameters: %w", err)
-	}
-	// kopia schedules the next run one interval after a run starts.
-	if !sched.NextQuickMaintenanceTime.IsZero() {
-		info.LastQuickMaintenance = sched.NextQuickMaintenanceTime.Add(-params.QuickCycle.Interval)
-	}
-	if !sched.NextFullMaintenanceTime.IsZero() {
-		info.LastFullMaintenance = sched.NextFullMaintenanceTime.Add(-params.FullCycle.Interval)
-		// a full run is a quick run too
-		if info.LastFullMaintenance.After(info.LastQuickMaintenance) {
-			info.LastQuickMaintenance = info.LastFullMaintenance
+	// From the successful runs kopia records (not from the next times: a new repository's
+	// schedule points ahead before any run, populate): every run, quick or full, records its
+	// quick tasks; only a full one records snapshot garbage collection.
+	for task, runs := range sched.Runs {
+		for _, run := range runs {
+			if !run.Success {
+				continue
+			}
+			if run.Start.After(info.LastQuickMaintenance) {
+				info.LastQuickMaintenance = run.Start
+			}
+			if task == maintenance.TaskSnapshotGarbageCollection && run.Start.After(info.LastFullMaintenance) {
+				info.LastFullMaintenance = run.Start
+			}
 		}
 	}
 	return info, nil

@@ -39,11 +39,20 @@ func TestDeleteThenFullMaintenanceReclaimsSpace(t *testing.T) {
 	if err := r.Delete(ctx, old.ID); err != nil {
 		t.Fatal(err)
 	}
+	if info, err := r.Info(ctx); err != nil || !info.LastQuickMaintenance.IsZero() || !info.LastFullMaintenance.IsZero() {
+		t.Errorf("Info of a new repository = %+v (%v), want no maintenance yet", info, err)
+	}
 	if err := r.Maintenance(ctx, false, SafetyFull); err != nil {
 		t.Fatal(err)
 	}
+	if info, err := r.Info(ctx); err != nil || info.LastQuickMaintenance.IsZero() || !info.LastFullMaintenance.IsZero() {
+		t.Errorf("Info after quick maintenance = %+v (%v), want its time as the last quick one only", info, err)
+	}
 	if err := r.Maintenance(ctx, true, SafetyFull); err != nil {
 		t.Fatal(err)
+	}
+	if info, err := r.Info(ctx); err != nil || info.LastFullMaintenance.IsZero() || info.LastQuickMaintenance.Before(info.LastFullMaintenance) {
+		t.Errorf("Info after full maintenance = %+v (%v), want it as the last full and quick one", info, err)
 	}
 	afterSafe := b.bytesUnder(t, "volumes/app/")
 	if afterSafe < withBoth-fileSize {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/kopia/kopia/repo"
 	"github.com/kopia/kopia/repo/blob"
@@ -69,6 +70,12 @@ type Options struct {
 	Logger *zap.Logger
 	// NoCreate makes Open fail with ErrNoRepository instead of creating a repository.
 	NoCreate bool
+	// NoDiskCache turns kopia's disk caches off, for a connection that reads snapshots back
+	// (restore, verify): such a connection starts with an empty cache in a mover, and reads
+	// each chunk once (the files of one chunk from packs held in memory, storage.go) and each
+	// directory once per walk. kopia's cache wrote every chunk a restore read to disk, with an
+	// HMAC: 20 % of the CPU of a restore. CacheLimitBytes is then unused.
+	NoDiskCache bool
 }
 
 // Repo is an open repository. Its methods may be called concurrently, except Maintenance with
@@ -76,17 +83,16 @@ type Options struct {
 type Repo struct {
 	rep     repo.Repository
 	workDir string
-	// contentCacheBytes is the size of kopia's cache of data contents (0: none).
-	contentCacheBytes int64
-	removeWorkDir     bool
-	logger            *zap.Logger
+	// packs holds the packs a restore or a verify reads file after file (storage.go).
+	packs         *packWindow
+	removeWorkDir bool
+	logger        *zap.Logger
 }
 
 // Open opens the repository under the prefix, creating it when the prefix is empty. A wrong
 // password gives ErrWrongPassword, a prefix holding other objects ErrNotARepository.
 func Open(ctx context.Context, cfg S3Config, password string, opts Options) (_ *Repo, err error) {
-	r := &Repo{workDir: opts.CacheDir, logger: opts.Logger,
-		contentCacheBytes: cachingOptions("", opts.CacheLimitBytes).ContentCacheSizeBytes}
+	r := &Repo{workDir: opts.CacheDir, logger: opts.Logger}
 	if r.workDir == "" {
 		if r.workDir, err = os.MkdirTemp("", "kopiarepo-"); err != nil {
 			return nil, err
@@ -102,15 +108,21 @@ func Open(ctx context.Context, cfg S3Config, password string, opts Options) (_ *
 	}()
 	ctx = r.kopiaContext(ctx)
 
-	st, err := s3.New(ctx, s3Options(cfg), false)
+	s3opts := s3Options(cfg)
+	st, err := s3.New(ctx, s3opts, false)
 	if err != nil {
 		return nil, fmt.Errorf("S3 storage %s/%s: %w", cfg.Bucket, cfg.Prefix, err)
 	}
 	defer st.Close(ctx) //nolint:errcheck // Open below makes its own storage from the config file
 
+	// The storage kopia makes from the connection file is ours (storage.go), with this window.
+	var window string
+	r.packs, window = newPackWindow()
+	defer unregisterPackWindow(window)
+	ci := blob.ConnectionInfo{Type: storageType, Config: &storageOptions{Options: *s3opts, Window: window}}
 	configFile := filepath.Join(r.workDir, configFileName)
 	connect := func() error {
-		return writeConnection(ctx, configFile, st, cachingOptions(filepath.Join(r.workDir, cacheSubdir), opts.CacheLimitBytes))
+		return writeConnection(ctx, configFile, st, ci, cachingOptions(filepath.Join(r.workDir, cacheSubdir), opts))
 	}
 	created := false
 	err = connect()
@@ -151,12 +163,13 @@ func (r *Repo) Close(ctx context.Context) error {
 	return err
 }
 
-// writeConnection writes kopia's connection file for the repository in st, as repo.Connect does,
-// without repo.Connect's check that the password opens it: that check is a whole repo.Open
+// writeConnection writes kopia's connection file for the repository in st, naming ci as its
+// storage (ours, storage.go), as repo.Connect does, without repo.Connect's check that the
+// password opens it: that check is a whole repo.Open
 // (deriving the key with scrypt, ~0.4 s of CPU here, and reading the indexes), and Open opens
 // the repository right after anyway, failing there on a wrong password. It reports
 // repo.ErrRepositoryNotInitialized when st holds no repository.
-func writeConnection(ctx context.Context, configFile string, st blob.Storage, caching content.CachingOptions) error {
+func writeConnection(ctx context.Context, configFile string, st blob.Storage, ci blob.ConnectionInfo, caching content.CachingOptions) error {
 	var formatBlob bytes.Buffer
 	if err := st.GetBlob(ctx, format.KopiaRepositoryBlobID, 0, -1, bufferOutput{&formatBlob}); err != nil {
 		if errors.Is(err, blob.ErrBlobNotFound) {
@@ -168,9 +181,10 @@ func writeConnection(ctx context.Context, configFile string, st blob.Storage, ca
 		return fmt.Errorf("read the repository's format blob: %w", err)
 	}
 	if caching.ContentCacheSizeBytes == 0 {
-		caching = content.CachingOptions{} // kopia caches nothing then (repo.Connect does the same)
+		// kopia caches nothing then (as repo.Connect does): v0.22.3 dereferences a nil cache
+		// when a cache directory has no content cache.
+		caching = content.CachingOptions{}
 	}
-	ci := st.ConnectionInfo()
 	lc := repo.LocalConfig{
 		Storage: &ci,
 		Caching: &caching,
@@ -215,10 +229,19 @@ func initialize(ctx context.Context, st blob.Storage, password string) (bool, er
 }
 
 // populate stores what every client of a new repository expects, as `kopia repository create`
-// does: the global policy and the maintenance owner.
+// does: the global policy and the maintenance owner; and a maintenance schedule whose first
+// runs are one interval away (quick in an hour, full in a day). kopia's schedule of a new
+// repository is empty, so the first backup's AutoMaintenance ran full maintenance: a garbage
+// collection walk of the snapshot it had just written, which can collect nothing (SafetyFull
+// keeps everything younger than 24 h): about 15 % of the first backup of 200,000 files, and the
+// peak of its heap (docs/benchmarks.md).
 func populate(ctx context.Context, rep repo.Repository) error {
-	return repo.WriteSession(ctx, rep, repo.WriteSessionOptions{Purpose: "kopiarepo create"},
-		func(ctx context.Context, w repo.RepositoryWriter) error {
+	dr, ok := rep.(repo.DirectRepository)
+	if !ok {
+		return errors.New("creating a repository needs a direct connection")
+	}
+	return repo.DirectWriteSession(ctx, dr, repo.WriteSessionOptions{Purpose: "kopiarepo create"},
+		func(ctx context.Context, w repo.DirectRepositoryWriter) error {
 			if err := policy.SetPolicy(ctx, w, policy.GlobalPolicySourceInfo, policy.DefaultPolicy); err != nil {
 				return fmt.Errorf("set the global policy: %w", err)
 			}
@@ -226,6 +249,12 @@ func populate(ctx context.Context, rep repo.Repository) error {
 			p.Owner = w.ClientOptions().UsernameAtHost()
 			if err := maintenance.SetParams(ctx, w, &p); err != nil {
 				return fmt.Errorf("set the maintenance owner: %w", err)
+			}
+			now := time.Now()
+			first := &maintenance.Schedule{NextQuickMaintenanceTime: now.Add(p.QuickCycle.Interval),
+				NextFullMaintenanceTime: now.Add(p.FullCycle.Interval)}
+			if err := maintenance.SetSchedule(ctx, w, first); err != nil {
+				return fmt.Errorf("set the maintenance schedule: %w", err)
 			}
 			return nil
 		})
@@ -270,29 +299,25 @@ func s3Options(cfg S3Config) *s3.Options {
 }
 
 // cachingOptions splits the limit between content and metadata, as hard limits: kopia's soft
-// limits are only enforced for entries older than their sweep age (24 h for metadata).
-func cachingOptions(dir string, limit int64) content.CachingOptions {
+// limits are only enforced for entries older than their sweep age (24 h for metadata). A
+// connection with Options.NoDiskCache caches nothing on disk.
+func cachingOptions(dir string, opts Options) content.CachingOptions {
+	if opts.NoDiskCache {
+		return content.CachingOptions{}
+	}
+	limit := opts.CacheLimitBytes
 	if limit <= 0 {
 		limit = DefaultCacheLimitBytes
 	}
 	half := limit / 2
-	contents := half
-	if os.Getenv(EnvNoContentCache) != "" {
-		contents = 0
-	}
 	return content.CachingOptions{
 		CacheDirectory:              dir,
-		ContentCacheSizeBytes:       contents,
-		ContentCacheSizeLimitBytes:  contents,
+		ContentCacheSizeBytes:       half,
+		ContentCacheSizeLimitBytes:  half,
 		MetadataCacheSizeBytes:      half,
 		MetadataCacheSizeLimitBytes: half,
 	}
 }
-
-// EnvNoContentCache, when set, turns off the cache of data contents (metadata stays cached): a
-// knob for bench/engines to measure a restore of many small files with, not a setting of the
-// mover.
-const EnvNoContentCache = "KOPIAREPO_NO_CONTENT_CACHE"
 
 // kopiaContext carries the logger, which kopia takes from the context.
 func (r *Repo) kopiaContext(ctx context.Context) context.Context {

@@ -117,9 +117,7 @@ type VerifyStats struct {
 // Verify reads back every file and symlink of the snapshot, as `kopia snapshot verify
 // --verify-files-percent=100` does: each object's chunks must be in the index and in packs the
 // bucket lists, and each chunk is fetched, decrypted and checked against its hash. The small
-// files are read pack by pack (packorder.go), the rest RestoreParallelism at a time. Chunks
-// already in the local cache are read from it (a backup does not fill it; a restore or an
-// earlier Verify does).
+// files are read pack by pack (packorder.go), the rest RestoreParallelism at a time.
 func (r *Repo) Verify(ctx context.Context, snapshotID string) (VerifyStats, error) {
 	ctx = r.kopiaContext(ctx)
 	man, err := r.load(ctx, snapshotID)
@@ -150,13 +148,7 @@ func (r *Repo) Verify(ctx context.Context, snapshotID string) (VerifyStats, erro
 		bytes.Add(n)
 		return nil
 	}
-	if r.contentCacheBytes > 0 {
-		err = plan.eachByPack(ctx, r.rep, read)
-	} else { // no cache to hold a pack in (a bench knob): every object by ranges
-		for _, objs := range plan.byPack {
-			plan.rest = append(plan.rest, objs...)
-		}
-	}
+	err = plan.eachByPack(ctx, r.rep, r.packs, read)
 	if err == nil {
 		err = each(ctx, plan.rest, read)
 	}
@@ -222,11 +214,13 @@ type volumeOutput struct {
 	done map[string]struct{}
 }
 
+// WriteFile writes the file with writeRestoredFile (filewriter.go), unless restoreSmallFilesByPack
+// wrote it already.
 func (o volumeOutput) WriteFile(ctx context.Context, relativePath string, f fs.File, progress restore.FileWriteProgress) error {
 	if _, written := o.done[relativePath]; written {
 		return nil
 	}
-	return o.FilesystemOutput.WriteFile(ctx, relativePath, f, progress) //nolint:wrapcheck // kopia's own
+	return writeRestoredFile(ctx, filepath.Join(o.TargetPath, filepath.FromSlash(relativePath)), f, progress)
 }
 
 func (o volumeOutput) FinishDirectory(ctx context.Context, relativePath string, e fs.Directory) error {

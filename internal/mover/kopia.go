@@ -62,10 +62,11 @@ type kopiaBackup struct {
 }
 
 // openRepo opens the repository of opts in the bucket of cfg, with the mover's Reasons on
-// failure.
-func openRepo(ctx context.Context, cfg objectstore.Config, opts KopiaOptions, noCreate bool) (*kopiarepo.Repo, error) {
+// failure. A connection for reading (restore, verify) never creates a repository, and caches
+// nothing on disk: it reads every chunk once.
+func openRepo(ctx context.Context, cfg objectstore.Config, opts KopiaOptions, forReading bool) (*kopiarepo.Repo, error) {
 	r, err := kopiarepo.Open(ctx, kopiarepo.S3Config{Config: cfg, Prefix: opts.Prefix}, opts.Password,
-		kopiarepo.Options{CacheDir: opts.CacheDir, CacheLimitBytes: opts.CacheLimitBytes, NoCreate: noCreate})
+		kopiarepo.Options{CacheDir: opts.CacheDir, CacheLimitBytes: opts.CacheLimitBytes, NoCreate: forReading, NoDiskCache: forReading})
 	switch {
 	case err == nil:
 		return r, nil
