@@ -676,6 +676,9 @@ cmd_e2e() {
 		go_test+=(-run '^TestOLM$')
 	else
 		go_test+=(-skip '^TestOLM$')
+		if [ -n "${E2E_RUN:-}" ]; then
+			go_test+=(-run "$E2E_RUN")
+		fi
 	fi
 	if [ "${E2E_CLUSTER:-local}" = local ]; then
 		if running kube-apiserver && running kubelet; then

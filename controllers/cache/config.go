@@ -26,9 +26,22 @@ func renderRedisConf(spec cachev1beta1.RedisCacheSpec) string {
 	line("bind * -::*")
 	line("protected-mode no")
 	line("dir /data")
-	// A cache: no persistence, so a restarted pod starts empty instead of replaying a stale dump.
-	line(`save ""`)
-	line("appendonly no")
+	if p := spec.Persistence; p != nil {
+		// /data is the pod's own claim: a restarted pod loads its snapshot (and append-only
+		// file) and starts warm. In Replication mode it still starts fenced, as a replica, and
+		// the operator elects the most up-to-date pod.
+		line("save 3600 1 300 100 60 10000")
+		if p.AppendOnly {
+			line("appendonly yes")
+			line("appendfsync everysec")
+		} else {
+			line("appendonly no")
+		}
+	} else {
+		// A cache: no persistence, so a restarted pod starts empty instead of replaying a stale dump.
+		line(`save ""`)
+		line("appendonly no")
+	}
 	if m := spec.Redis.Memory; m != nil {
 		if m.MaxMemory != nil {
 			line("maxmemory %d", m.MaxMemory.Value())
@@ -44,7 +57,22 @@ func renderRedisConf(spec cachev1beta1.RedisCacheSpec) string {
 	if n := spec.Redis.MaxClients; n != nil {
 		line("maxclients %d", *n)
 	}
+	if isReplication(spec) {
+		// Every pod starts as a read-only replica of an address where nothing listens: a pod
+		// that starts or restarts (and so lost its data) never takes writes until the operator
+		// makes it the primary, and a former primary that comes back is fenced until the
+		// operator points it at the current one (REPLICAOF changes live in memory only).
+		line("replicaof %s %d", fenceHost, fencePort)
+		line("replica-read-only yes")
+		line("replica-serve-stale-data yes")
+		line("repl-diskless-sync yes")
+	}
 	return b.String()
+}
+
+// isReplication tells whether spec asks for Replication mode (an empty mode is Standalone).
+func isReplication(spec cachev1beta1.RedisCacheSpec) bool {
+	return spec.Mode == cachev1beta1.ModeReplication
 }
 
 // configHash identifies a rendered configuration. It is stamped on the pod template so that a

@@ -30,6 +30,12 @@ const (
 	redisUID = 999
 	// passwordEnv is read by redis-server (through the args) and redis-cli (REDISCLI_AUTH).
 	passwordEnv = "REDIS_PASSWORD"
+	// authVolume holds the password as a file in Replication mode: the kubelet updates it when the
+	// Secret changes, so the readiness probe follows a rotation that restarts no pod.
+	authVolume    = "auth"
+	authMountPath = "/etc/redis-auth"
+	// previousKeySuffix: "<key>.previous" in the Secret is the password being rotated away from.
+	previousKeySuffix = ".previous"
 )
 
 // selectorLabels select the pods of one RedisCache. They are immutable once the Deployment exists.
@@ -88,6 +94,19 @@ func mutateService(svc *corev1.Service, rc *cachev1beta1.RedisCache) {
 	port.Port = rc.Spec.Redis.Port
 	port.TargetPort = intstr.FromString(redisPortName)
 	svc.Spec.Ports = []corev1.ServicePort{port}
+	if isReplication(rc.Spec) {
+		// Only the pod the operator labelled primary: writes never reach a replica.
+		svc.Spec.Selector = mergeInto(selectorLabels(rc), map[string]string{roleLabel: rolePrimary})
+	}
+}
+
+func replicasServiceName(rc *cachev1beta1.RedisCache) string { return rc.Name + "-replicas" }
+
+// mutateReplicasService makes svc the read Service of a cache in Replication mode: the replicas
+// the operator labelled in sync with the primary.
+func mutateReplicasService(svc *corev1.Service, rc *cachev1beta1.RedisCache) {
+	mutateService(svc, rc)
+	svc.Spec.Selector = mergeInto(selectorLabels(rc), map[string]string{roleLabel: roleReplica})
 }
 
 // mutatePDB makes pdb limit voluntary disruptions of the Redis pods.
@@ -118,7 +137,58 @@ func mutateDeployment(dep *appsv1.Deployment, rc *cachev1beta1.RedisCache, hash 
 	if dep.Spec.Selector == nil { // immutable after creation
 		dep.Spec.Selector = &metav1.LabelSelector{MatchLabels: selectorLabels(rc)}
 	}
-	tpl := &dep.Spec.Template
+	mutatePodTemplate(&dep.Spec.Template, rc, hash)
+}
+
+// mutateStatefulSet makes sts run the Redis pods of rc in Replication mode: stable names
+// (<name>-0, <name>-1, ...) the status and the role labels refer to. Pods start and stop in
+// parallel: no pod waits for another, the operator elects the primary among those that answer.
+// replicas is statefulSetReplicas: spec.replicas, or more while the primary waits to hand over.
+func mutateStatefulSet(sts *appsv1.StatefulSet, rc *cachev1beta1.RedisCache, hash string, replicas int32) {
+	sts.Labels = mergeInto(sts.Labels, childLabels(rc))
+	sts.Spec.Replicas = ptr.To(replicas)
+	if sts.Spec.Selector == nil { // immutable after creation, like the two fields below
+		sts.Spec.Selector = &metav1.LabelSelector{MatchLabels: selectorLabels(rc)}
+	}
+	if sts.Spec.PodManagementPolicy == "" {
+		sts.Spec.PodManagementPolicy = appsv1.ParallelPodManagement
+	}
+	if sts.Spec.ServiceName == "" {
+		sts.Spec.ServiceName = replicasServiceName(rc)
+	}
+	if p := rc.Spec.Persistence; p != nil {
+		if sts.UID == "" { // volume claim templates are immutable: set once, when the StatefulSet is made
+			sts.Spec.VolumeClaimTemplates = []corev1.PersistentVolumeClaim{dataClaimTemplate(rc, p)}
+		}
+		// Claims of pods a scale-down removes are kept: a later scale-up reuses them (the pod
+		// then resyncs from the primary). Deleting them could lose the only copy of writes a
+		// primary-to-be had not yet passed on.
+		whenDeleted := appsv1.RetainPersistentVolumeClaimRetentionPolicyType
+		if p.ReclaimPolicy == cachev1beta1.ReclaimDelete {
+			whenDeleted = appsv1.DeletePersistentVolumeClaimRetentionPolicyType
+		}
+		sts.Spec.PersistentVolumeClaimRetentionPolicy = &appsv1.StatefulSetPersistentVolumeClaimRetentionPolicy{
+			WhenDeleted: whenDeleted,
+			WhenScaled:  appsv1.RetainPersistentVolumeClaimRetentionPolicyType,
+		}
+	}
+	mutatePodTemplate(&sts.Spec.Template, rc, hash)
+}
+
+// dataClaimTemplate is the claim each pod of a persistent cache keeps its data on: data-<name>-<ordinal>.
+func dataClaimTemplate(rc *cachev1beta1.RedisCache, p *cachev1beta1.Persistence) corev1.PersistentVolumeClaim {
+	return corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: dataVolume, Labels: selectorLabels(rc)},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			StorageClassName: p.StorageClassName,
+			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: p.Size}},
+		},
+	}
+}
+
+// mutatePodTemplate makes tpl the Redis pod of rc with the configuration identified by hash.
+func mutatePodTemplate(tpl *corev1.PodTemplateSpec, rc *cachev1beta1.RedisCache, hash string) {
 	tpl.Labels = mergeInto(tpl.Labels, childLabels(rc))
 	tpl.Annotations = mergeInto(tpl.Annotations, map[string]string{configHashAnnotation: hash})
 
@@ -144,9 +214,20 @@ func mutateDeployment(dep *appsv1.Deployment, rc *cachev1beta1.RedisCache, hash 
 			DefaultMode:          ptr.To[int32](corev1.ConfigMapVolumeSourceDefaultMode),
 		},
 	}})
-	pod.Volumes = upsertVolume(pod.Volumes, corev1.Volume{Name: dataVolume, VolumeSource: corev1.VolumeSource{
-		EmptyDir: &corev1.EmptyDirVolumeSource{},
-	}})
+	if rc.Spec.Persistence == nil { // else the StatefulSet's claim template "data" provides it
+		pod.Volumes = upsertVolume(pod.Volumes, corev1.Volume{Name: dataVolume, VolumeSource: corev1.VolumeSource{
+			EmptyDir: &corev1.EmptyDirVolumeSource{},
+		}})
+	}
+	if a := rc.Spec.Redis.Auth; a != nil && isReplication(rc.Spec) {
+		pod.Volumes = upsertVolume(pod.Volumes, corev1.Volume{Name: authVolume, VolumeSource: corev1.VolumeSource{
+			Secret: &corev1.SecretVolumeSource{
+				SecretName:  a.SecretRef.Name,
+				Items:       []corev1.KeyToPath{{Key: secretKey(a), Path: "password"}},
+				DefaultMode: ptr.To[int32](0o440),
+			},
+		}})
+	}
 
 	i := containerIndex(pod.Containers, redisContainer)
 	if i < 0 {
@@ -165,6 +246,9 @@ func mutateRedisContainer(c *corev1.Container, rc *cachev1beta1.RedisCache) {
 	if a := rc.Spec.Redis.Auth; a != nil {
 		// $(VAR) is expanded by the kubelet, so the password never appears in any object.
 		c.Args = append(c.Args, "--requirepass", "$("+passwordEnv+")")
+		if isReplication(rc.Spec) {
+			c.Args = append(c.Args, "--masterauth", "$("+passwordEnv+")")
+		}
 		ref := &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
 			LocalObjectReference: corev1.LocalObjectReference{Name: a.SecretRef.Name},
 			Key:                  secretKey(a),
@@ -173,9 +257,12 @@ func mutateRedisContainer(c *corev1.Container, rc *cachev1beta1.RedisCache) {
 	}
 	c.Ports = []corev1.ContainerPort{{Name: redisPortName, ContainerPort: rc.Spec.Redis.Port, Protocol: corev1.ProtocolTCP}}
 	c.Resources = rc.Spec.Resources
-	c.ReadinessProbe = probe(corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{
-		"sh", "-c", "redis-cli -p " + itoa(rc.Spec.Redis.Port) + " ping | grep -q PONG",
-	}}}, 5)
+	ping := "redis-cli -p " + itoa(rc.Spec.Redis.Port) + " ping | grep -q PONG"
+	if rc.Spec.Redis.Auth != nil && isReplication(rc.Spec) {
+		// The password file follows the Secret; the environment is fixed at container start.
+		ping = `REDISCLI_AUTH="$(cat ` + authMountPath + `/password)" ` + ping
+	}
+	c.ReadinessProbe = probe(corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"sh", "-c", ping}}}, 5)
 	c.LivenessProbe = probe(corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{
 		Port: intstr.FromString(redisPortName),
 	}}, 15)
@@ -188,6 +275,9 @@ func mutateRedisContainer(c *corev1.Container, rc *cachev1beta1.RedisCache) {
 	c.VolumeMounts = []corev1.VolumeMount{
 		{Name: configVolume, MountPath: configMountPath, ReadOnly: true},
 		{Name: dataVolume, MountPath: "/data"},
+	}
+	if rc.Spec.Redis.Auth != nil && isReplication(rc.Spec) {
+		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: authVolume, MountPath: authMountPath, ReadOnly: true})
 	}
 }
 

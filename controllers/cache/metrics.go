@@ -20,6 +20,10 @@ var (
 		Name: "okgoes_rediscache_desired_replicas",
 		Help: "Redis pods a RedisCache asks for (spec.replicas).",
 	}, []string{"namespace", "name"})
+	replicationLagGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "okgoes_rediscache_replication_lag_bytes",
+		Help: "How far a replica of a RedisCache in Replication mode is behind its primary's replication offset, as last read by the operator.",
+	}, []string{"namespace", "name", "pod"})
 	readyGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "okgoes_rediscache_ready",
 		Help: "1 when the Ready condition of a RedisCache is True, else 0.",
@@ -27,7 +31,7 @@ var (
 )
 
 func init() {
-	metrics.Registry.MustRegister(readyReplicasGauge, desiredReplicasGauge, readyGauge)
+	metrics.Registry.MustRegister(readyReplicasGauge, desiredReplicasGauge, readyGauge, replicationLagGauge)
 }
 
 func observeMetrics(rc *cachev1beta1.RedisCache) {
@@ -40,9 +44,22 @@ func observeMetrics(rc *cachev1beta1.RedisCache) {
 	readyGauge.WithLabelValues(rc.Namespace, rc.Name).Set(ready)
 }
 
+// observeReplicationMetrics sets the lag series of the replicas this reconcile read; replicas
+// it could not read (or that are gone) have none.
+func observeReplicationMetrics(rc *cachev1beta1.RedisCache, obs *replicationObservation) {
+	replicationLagGauge.DeletePartialMatch(prometheus.Labels{"namespace": rc.Namespace, "name": rc.Name})
+	if obs == nil {
+		return
+	}
+	for pod, lag := range obs.lag {
+		replicationLagGauge.WithLabelValues(rc.Namespace, rc.Name, pod).Set(float64(lag))
+	}
+}
+
 // forgetMetrics drops the series of a deleted RedisCache so no stale cache is reported.
 func forgetMetrics(key types.NamespacedName) {
 	for _, g := range []*prometheus.GaugeVec{readyReplicasGauge, desiredReplicasGauge, readyGauge} {
 		g.DeleteLabelValues(key.Namespace, key.Name)
 	}
+	replicationLagGauge.DeletePartialMatch(prometheus.Labels{"namespace": key.Namespace, "name": key.Name})
 }

@@ -43,19 +43,38 @@ type RedisCacheReconciler struct {
 	Recorder  record.EventRecorder
 	// SecretPollInterval is how often a missing auth Secret is looked for again (default 30s).
 	SecretPollInterval time.Duration
+	// Redis talks to the Redis servers of caches in Replication mode (default redisadmin.Client).
+	Redis RedisAdmin
+	// PodAddress is where a Redis pod is reached (default: its pod IP and the cache's port).
+	PodAddress PodAddress
+	// Now is the clock of the failover timeout (default time.Now).
+	Now func() time.Time
+}
+
+func (r *RedisCacheReconciler) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
 }
 
 // scope is what the phases of one reconcile share.
 type scope struct {
 	cache *cachev1beta1.RedisCache
 	obs   observation
+	// password of the cache's Redis servers, read in Replication mode only (the operator must
+	// authenticate to them); kept in memory for this reconcile, never written anywhere.
+	password string
+	// previousPassword is the Secret's "<key>.previous", present while a rotation is in progress.
+	previousPassword string
 }
 
 // +kubebuilder:rbac:groups=cache.okgoes.com,resources=rediscaches,verbs=get;list;watch
 // +kubebuilder:rbac:groups=cache.okgoes.com,resources=rediscaches/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=cache.okgoes.com,resources=rediscaches/finalizers,verbs=update
 // +kubebuilder:rbac:groups="",resources=configmaps;services,verbs=get;list;watch;create;update;patch;delete
-// +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=apps,resources=deployments;statefulsets,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
@@ -74,15 +93,18 @@ func (r *RedisCacheReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 		return ctrl.Result{}, nil // children go with it through their owner references
 	}
 	base := rc.DeepCopy()
-	s := &scope{cache: rc}
+	s := &scope{cache: rc, obs: observation{now: r.now()}}
 	s.obs.err = phase.Run(ctx, s,
 		r.reconcileSpec,
 		r.reconcileAdmission,
 		r.reconcileAuth,
 		r.reconcileConfigMap,
 		r.reconcileDeployment,
+		r.reconcileStatefulSet,
 		r.reconcileService,
+		r.reconcileReplicasService,
 		r.reconcilePDB,
+		r.reconcileReplication,
 	)
 	rc.Status = computeStatus(rc, s.obs)
 
@@ -90,6 +112,9 @@ func (r *RedisCacheReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	// The gauges move before the status is written, so whoever sees the new status (a user, a
 	// test) also sees the metrics that go with it.
 	observeMetrics(rc)
+	if s.obs.err == nil {
+		observeReplicationMetrics(rc, s.obs.replication)
+	}
 	switch perr := r.patchStatus(ctx, base, rc); {
 	case apierrors.IsConflict(perr):
 		// The cache handed us an older RedisCache than the stored one; a patch computed from it
@@ -118,30 +143,43 @@ func (r *RedisCacheReconciler) reconcileSpec(_ context.Context, s *scope) error 
 // Deployment already matches the spec, so a converged cache still makes no request.
 func (r *RedisCacheReconciler) reconcileAdmission(ctx context.Context, s *scope) error {
 	hash := configHash(renderRedisConf(s.cache.Spec))
-	current := &appsv1.Deployment{}
-	err := r.Get(ctx, types.NamespacedName{Namespace: s.cache.Namespace, Name: s.cache.Name}, current)
+	if isReplication(s.cache.Spec) {
+		return dryRunWorkload(ctx, r, s.cache, "StatefulSet", &appsv1.StatefulSet{}, func(sts *appsv1.StatefulSet) {
+			mutateStatefulSet(sts, s.cache, hash, desiredReplicas(s.cache))
+		})
+	}
+	return dryRunWorkload(ctx, r, s.cache, "Deployment", &appsv1.Deployment{}, func(dep *appsv1.Deployment) {
+		mutateDeployment(dep, s.cache, hash)
+	})
+}
+
+// dryRunWorkload is reconcileAdmission for the workload kind of the cache's mode.
+func dryRunWorkload[T client.Object](ctx context.Context, r *RedisCacheReconciler, rc *cachev1beta1.RedisCache, kind string, current T, mutate func(T)) error {
+	err := r.Get(ctx, types.NamespacedName{Namespace: rc.Namespace, Name: rc.Name}, current)
 	switch {
 	case apierrors.IsNotFound(err):
-		dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: s.cache.Namespace, Name: s.cache.Name}}
-		mutateDeployment(dep, s.cache, hash)
-		if err := controllerutil.SetControllerReference(s.cache, dep, r.Scheme()); err != nil {
+		obj := current.DeepCopyObject().(T)
+		obj.SetNamespace(rc.Namespace)
+		obj.SetName(rc.Name)
+		mutate(obj)
+		if err := controllerutil.SetControllerReference(rc, obj, r.Scheme()); err != nil {
 			return err
 		}
-		return classifyChildError("Deployment", r.Create(ctx, dep, client.DryRunAll))
+		return classifyChildError(kind, r.Create(ctx, obj, client.DryRunAll))
 	case err != nil:
-		return fmt.Errorf("get Deployment: %w", err)
-	case !metav1.IsControlledBy(current, s.cache):
-		return errConflict("Deployment", current.Name)
+		return fmt.Errorf("get %s: %w", kind, err)
+	case !metav1.IsControlledBy(current, rc):
+		return errConflict(kind, current.GetName())
 	}
-	dep := current.DeepCopy()
-	mutateDeployment(dep, s.cache, hash)
+	obj := current.DeepCopyObject().(T)
+	mutate(obj)
 	patch := client.MergeFrom(current)
-	if data, err := patch.Data(dep); err != nil {
-		return fmt.Errorf("diff Deployment: %w", err)
+	if data, err := patch.Data(obj); err != nil {
+		return fmt.Errorf("diff %s: %w", kind, err)
 	} else if string(data) == "{}" {
 		return nil
 	}
-	return classifyChildError("Deployment", r.Patch(ctx, dep, patch, client.DryRunAll))
+	return classifyChildError(kind, r.Patch(ctx, obj, patch, client.DryRunAll))
 }
 
 // reconcileAuth checks that the password Secret exists. The operator never reads the password
@@ -173,6 +211,10 @@ func (r *RedisCacheReconciler) reconcileAuth(ctx context.Context, s *scope) erro
 		return errclass.Waiting(ReasonAuthSecretNotFound,
 			fmt.Sprintf("Secret %q has an empty key %q: set the password", a.SecretRef.Name, secretKey(a)), poll)
 	}
+	if isReplication(s.cache.Spec) {
+		s.password = string(secret.Data[secretKey(a)])
+		s.previousPassword = string(secret.Data[secretKey(a)+previousKeySuffix])
+	}
 	return nil
 }
 
@@ -184,6 +226,9 @@ func (r *RedisCacheReconciler) reconcileConfigMap(ctx context.Context, s *scope)
 }
 
 func (r *RedisCacheReconciler) reconcileDeployment(ctx context.Context, s *scope) error {
+	if isReplication(s.cache.Spec) {
+		return nil
+	}
 	dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: s.cache.Namespace, Name: s.cache.Name}}
 	if err := r.ensure(ctx, s.cache, "Deployment", dep, func() { mutateDeployment(dep, s.cache, s.obs.configHash) }); err != nil {
 		return err
@@ -192,9 +237,35 @@ func (r *RedisCacheReconciler) reconcileDeployment(ctx context.Context, s *scope
 	return nil
 }
 
+func (r *RedisCacheReconciler) reconcileStatefulSet(ctx context.Context, s *scope) error {
+	if !isReplication(s.cache.Spec) {
+		return nil
+	}
+	p, err := r.primaryOrdinal(ctx, s.cache)
+	if err != nil {
+		return err
+	}
+	replicas := statefulSetReplicas(s.cache, p)
+	sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: s.cache.Namespace, Name: s.cache.Name}}
+	if err := r.ensure(ctx, s.cache, "StatefulSet", sts, func() { mutateStatefulSet(sts, s.cache, s.obs.configHash, replicas) }); err != nil {
+		return err
+	}
+	s.obs.statefulSet = sts
+	return nil
+}
+
 func (r *RedisCacheReconciler) reconcileService(ctx context.Context, s *scope) error {
 	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: s.cache.Namespace, Name: s.cache.Name}}
 	return r.ensure(ctx, s.cache, "Service", svc, func() { mutateService(svc, s.cache) })
+}
+
+// reconcileReplicasService keeps the read Service of a cache in Replication mode.
+func (r *RedisCacheReconciler) reconcileReplicasService(ctx context.Context, s *scope) error {
+	if !isReplication(s.cache.Spec) {
+		return nil
+	}
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: s.cache.Namespace, Name: replicasServiceName(s.cache)}}
+	return r.ensure(ctx, s.cache, "Service", svc, func() { mutateReplicasService(svc, s.cache) })
 }
 
 // reconcilePDB keeps a PodDisruptionBudget while there is more than one replica and removes ours

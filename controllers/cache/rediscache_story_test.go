@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -499,10 +500,34 @@ func TestConvergedCacheMakesNoWrites(t *testing.T) {
 	}
 	before := versions()
 
+	wrapped, writes := writeCountingClient(t)
+	r := &RedisCacheReconciler{Client: wrapped, APIReader: mgr.GetAPIReader()}
+	for i := 0; i < 50; i++ {
+		if _, err := r.Reconcile(testCtx, ctrl.Request{NamespacedName: key}); err != nil {
+			t.Fatalf("reconcile %d: %v", i, err)
+		}
+	}
+	if n, written := writes(); n != 0 {
+		t.Errorf("50 reconciles of a converged cache made %d writes: %v", n, written)
+	}
+	if after := versions(); fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Errorf("resourceVersions moved:\nbefore %v\nafter  %v", before, after)
+	}
+	n, _ := writes()
+	t.Logf("writes in 50 forced reconciles of a converged cache: %d", n)
+}
+
+// writeCountingClient is a client of the manager's cache that counts every write it makes;
+// writes returns the count and what was written.
+func writeCountingClient(t *testing.T) (client.Client, func() (int64, []string)) {
+	t.Helper()
 	var writes atomic.Int64
+	var mu sync.Mutex
 	var written []string
 	count := func(verb string, obj client.Object) {
 		writes.Add(1)
+		mu.Lock()
+		defer mu.Unlock()
 		written = append(written, fmt.Sprintf("%s %T %s", verb, obj, obj.GetName()))
 	}
 	direct, err := client.NewWithWatch(mgr.GetConfig(), client.Options{Scheme: scheme, Cache: &client.CacheOptions{Reader: mgr.GetCache()}})
@@ -535,19 +560,11 @@ func TestConvergedCacheMakesNoWrites(t *testing.T) {
 			return c.SubResource(sub).Patch(ctx, obj, p, opts...)
 		},
 	})
-	r := &RedisCacheReconciler{Client: wrapped, APIReader: mgr.GetAPIReader()}
-	for i := 0; i < 50; i++ {
-		if _, err := r.Reconcile(testCtx, ctrl.Request{NamespacedName: key}); err != nil {
-			t.Fatalf("reconcile %d: %v", i, err)
-		}
+	return wrapped, func() (int64, []string) {
+		mu.Lock()
+		defer mu.Unlock()
+		return writes.Load(), append([]string(nil), written...)
 	}
-	if n := writes.Load(); n != 0 {
-		t.Errorf("50 reconciles of a converged cache made %d writes: %v", n, written)
-	}
-	if after := versions(); fmt.Sprint(after) != fmt.Sprint(before) {
-		t.Errorf("resourceVersions moved:\nbefore %v\nafter  %v", before, after)
-	}
-	t.Logf("writes in 50 forced reconciles of a converged cache: %d", writes.Load())
 }
 
 // TestRedisPodsPassRestrictedPodSecurity admits the operator's Redis pod template into a
@@ -575,6 +592,22 @@ func TestRedisPodsPassRestrictedPodSecurity(t *testing.T) {
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "redis-from-template"}, Spec: dep.Spec.Template.Spec}
 	if err := k8s.Create(testCtx, pod); err != nil {
 		t.Errorf("the Redis pod template violates the restricted Pod Security Standard: %v", err)
+	}
+	// Replication mode: the StatefulSet's template (password file volume, masterauth) as well.
+	repl := sampleCache(ns.Name, "psa-repl", 2)
+	repl.Spec.Mode = cachev1beta1.ModeReplication
+	repl.Spec.Redis.Auth = rc.Spec.Redis.Auth
+	if err := k8s.Create(testCtx, repl); err != nil {
+		t.Fatal(err)
+	}
+	sts := &appsv1.StatefulSet{}
+	eventually(t, 30*time.Second, func() error { return k8s.Get(testCtx, client.ObjectKeyFromObject(repl), sts) })
+	replPod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "redis-from-statefulset"}, Spec: sts.Spec.Template.Spec}
+	if err := k8s.Create(testCtx, replPod); err != nil {
+		t.Errorf("the Replication pod template violates the restricted Pod Security Standard: %v", err)
+	}
+	if len(replPod.Spec.Volumes) != 3 {
+		t.Errorf("the Replication pod template has volumes %v, want config, data and auth", replPod.Spec.Volumes)
 	}
 	bare := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "bare"},
 		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "redis"}}}}

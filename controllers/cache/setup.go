@@ -1,15 +1,21 @@
 package cache
 
 import (
+	"context"
+
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -37,6 +43,10 @@ func (r *RedisCacheReconciler) SetupWithManager(mgr ctrl.Manager, opts Options) 
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&cachev1beta1.RedisCache{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Owns(&appsv1.Deployment{}, builder.WithPredicates(predicate.Or(drift, deploymentReadinessChanged()))).
+		Owns(&appsv1.StatefulSet{}, builder.WithPredicates(predicate.Or(drift, statefulSetReadinessChanged()))).
+		// The pods of a cache in Replication mode: a deleted, restarted or unready pod may need a
+		// failover now, not at the next resync.
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(replicationPodToCache)).
 		Owns(&policyv1.PodDisruptionBudget{}, builder.WithPredicates(drift)).
 		// ConfigMaps and Services have no metadata.generation: compare their content instead.
 		Owns(&corev1.ConfigMap{}, builder.WithPredicates(predicate.Or(drift, contentChanged(func(cm *corev1.ConfigMap) any {
@@ -63,6 +73,32 @@ func deploymentReadinessChanged() predicate.Predicate {
 		}
 		return !equality.Semantic.DeepEqual(readinessOf(o), readinessOf(n))
 	}}
+}
+
+// statefulSetReadinessChanged passes StatefulSet updates that change what computeStatus reads.
+func statefulSetReadinessChanged() predicate.Predicate {
+	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+		o, ok1 := e.ObjectOld.(*appsv1.StatefulSet)
+		n, ok2 := e.ObjectNew.(*appsv1.StatefulSet)
+		return ok1 && ok2 && !equality.Semantic.DeepEqual(o.Status, n.Status)
+	}}
+}
+
+// replicationPodToCache maps a pod of a RedisCache's StatefulSet (Replication mode) to the
+// RedisCache; other pods, those of Standalone Deployments included, map to nothing.
+func replicationPodToCache(_ context.Context, obj client.Object) []reconcile.Request {
+	ref := metav1.GetControllerOf(obj)
+	l := obj.GetLabels()
+	if ref == nil || ref.Kind != "StatefulSet" || l["app.kubernetes.io/name"] != "rediscache" || l["app.kubernetes.io/instance"] != ref.Name {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: obj.GetNamespace(), Name: ref.Name}}}
+}
+
+// PodCacheSelector restricts the manager's pod informer to Redis pods: the operator needs no
+// other pod, and a cluster's pods would fill its memory.
+func PodCacheSelector() labels.Selector {
+	return labels.SelectorFromSet(labels.Set{"app.kubernetes.io/name": "rediscache"})
 }
 
 func readinessOf(d *appsv1.Deployment) appsv1.DeploymentStatus {

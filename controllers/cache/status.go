@@ -2,6 +2,7 @@ package cache
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -43,12 +44,22 @@ const (
 	// Deployment's own conditions: pods cannot be created or do not become ready in time.
 	ReasonProgressDeadlineExceeded = "ProgressDeadlineExceeded"
 	ReasonReplicaFailure           = "ReplicaFailure"
+	// ReasonReplicationNotReady (Ready=False, Progressing=True; Replication mode): every pod is
+	// ready but there is no primary yet, or a replica is not in sync with it.
+	ReasonReplicationNotReady = "ReplicationNotReady"
 )
 
 // observation is what one reconcile saw and did; computeStatus turns it into the status.
 type observation struct {
-	// deployment as returned by the last write or read, nil when the reconcile stopped before it.
+	// deployment as returned by the last write or read, nil when the reconcile stopped before it
+	// or the cache is in Replication mode.
 	deployment *appsv1.Deployment
+	// statefulSet likewise, in Replication mode.
+	statefulSet *appsv1.StatefulSet
+	// replication is what reconcileReplication saw and did (Replication mode).
+	replication *replicationObservation
+	// now is when the reconcile decided (the clock of the failover timeout).
+	now time.Time
 	// configHash of the configuration the Deployment was given.
 	configHash string
 	// err is the classified error that stopped the phases, nil when all of them ran.
@@ -83,35 +94,46 @@ func computeStatus(rc *cachev1beta1.RedisCache, obs observation) cachev1beta1.Re
 		st.Phase = cachev1beta1.PhaseDegraded
 		st.ObservedGeneration = gen
 		return st
-	case obs.err != nil || obs.deployment == nil:
+	}
+	w := workloadOf(obs)
+	if obs.err != nil || w == nil {
 		// Transient failure: keep the last observation, do not claim this generation was acted on.
 		return st
 	}
 
-	dep := obs.deployment
 	want := desiredReplicas(rc)
 	st.ObservedGeneration = gen
 	st.ConfigHash = obs.configHash
-	st.Replicas = dep.Status.Replicas
-	st.ReadyReplicas = dep.Status.ReadyReplicas
+	st.Replicas = w.replicas
+	st.ReadyReplicas = w.ready
 
 	if want == 0 {
-		st.Phase = setScaledDownConditions(dep, set)
+		st.Replication = nil
+		meta.RemoveStatusCondition(&st.Conditions, cachev1beta1.ConditionPrimaryAvailable)
+		st.Phase = setScaledDownConditions(w, set)
 		return st
 	}
-	rolledOut := dep.Status.ObservedGeneration >= dep.Generation &&
-		dep.Status.UpdatedReplicas == want && dep.Status.Replicas == want &&
-		dep.Status.ReadyReplicas == want && dep.Status.AvailableReplicas == want
-	if rolledOut {
-		set(cachev1beta1.ConditionReady, metav1.ConditionTrue, ReasonAvailable, fmt.Sprintf("%d of %d replicas ready", want, want))
-		set(cachev1beta1.ConditionProgressing, metav1.ConditionFalse, ReasonRolloutComplete, "the Deployment runs the current spec")
-	} else {
-		set(cachev1beta1.ConditionReady, metav1.ConditionFalse, ReasonReplicasNotReady,
-			fmt.Sprintf("%d of %d replicas ready, %d updated", dep.Status.ReadyReplicas, want, dep.Status.UpdatedReplicas))
-		set(cachev1beta1.ConditionProgressing, metav1.ConditionTrue, ReasonRollingOut, "the Deployment is rolling out the current spec")
+	rolledOut := w.observedGeneration >= w.generation &&
+		w.updated == want && w.replicas == want && w.ready == want && w.available == want
+	replicated, why := true, ""
+	if isReplication(rc.Spec) {
+		replicated, why = setReplicationStatus(&st, obs, gen)
 	}
+	switch {
+	case rolledOut && replicated:
+		set(cachev1beta1.ConditionReady, metav1.ConditionTrue, ReasonAvailable, fmt.Sprintf("%d of %d replicas ready", want, want))
+		set(cachev1beta1.ConditionProgressing, metav1.ConditionFalse, ReasonRolloutComplete, "the "+w.kind+" runs the current spec")
+	case rolledOut:
+		set(cachev1beta1.ConditionReady, metav1.ConditionFalse, ReasonReplicationNotReady, why)
+		set(cachev1beta1.ConditionProgressing, metav1.ConditionTrue, ReasonReplicationNotReady, why)
+	default:
+		set(cachev1beta1.ConditionReady, metav1.ConditionFalse, ReasonReplicasNotReady,
+			fmt.Sprintf("%d of %d replicas ready, %d updated", w.ready, want, w.updated))
+		set(cachev1beta1.ConditionProgressing, metav1.ConditionTrue, ReasonRollingOut, "the "+w.kind+" is rolling out the current spec")
+	}
+	rolledOut = rolledOut && replicated
 
-	reason, msg := deploymentTrouble(dep)
+	reason, msg := w.troubleReason, w.troubleMessage
 	switch {
 	case reason != "":
 		set(cachev1beta1.ConditionDegraded, metav1.ConditionTrue, reason, msg)
@@ -132,10 +154,10 @@ func computeStatus(rc *cachev1beta1.RedisCache, obs observation) cachev1beta1.Re
 // nothing for it to roll out (and a control plane without one, such as `make run`, would otherwise
 // never get there). Nothing can be degraded without pods, so stale Deployment conditions are not
 // reported.
-func setScaledDownConditions(dep *appsv1.Deployment, set func(t string, s metav1.ConditionStatus, reason, msg string)) cachev1beta1.Phase {
+func setScaledDownConditions(w *workload, set func(t string, s metav1.ConditionStatus, reason, msg string)) cachev1beta1.Phase {
 	set(cachev1beta1.ConditionDegraded, metav1.ConditionFalse, ReasonAsExpected, "")
-	if dep.Status.Replicas > 0 {
-		msg := fmt.Sprintf("replicas is 0: waiting for %d pods to stop", dep.Status.Replicas)
+	if w.replicas > 0 {
+		msg := fmt.Sprintf("replicas is 0: waiting for %d pods to stop", w.replicas)
 		set(cachev1beta1.ConditionReady, metav1.ConditionFalse, ReasonScalingDown, msg)
 		set(cachev1beta1.ConditionProgressing, metav1.ConditionTrue, ReasonScalingDown, msg)
 		return cachev1beta1.PhaseProgressing
@@ -152,15 +174,89 @@ func setScaledDownConditions(dep *appsv1.Deployment, set func(t string, s metav1
 // whose Deployment asks for no pod is not polled: with 0 replicas nothing is left to wait for but
 // pods stopping, which the Deployment's status reports.
 func requeueAfter(st cachev1beta1.RedisCacheStatus, obs observation) time.Duration {
+	w := workloadOf(obs)
 	switch {
-	case obs.err != nil || obs.deployment == nil:
+	case obs.err != nil || w == nil:
 		return 0
+	case w.specReplicas == 0:
+		return 0
+	case obs.replication != nil && obs.replication.wait > 0:
+		return obs.replication.wait // the failover deadline of an unavailable primary
+	case meta.IsStatusConditionTrue(st.Conditions, cachev1beta1.ConditionReady) && obs.statefulSet != nil:
+		return replicationResync // Redis tells no one when a primary hangs: look again
 	case meta.IsStatusConditionTrue(st.Conditions, cachev1beta1.ConditionReady):
-		return 0
-	case ptr.Deref(obs.deployment.Spec.Replicas, 1) == 0:
 		return 0
 	}
 	return waitForReplicas
+}
+
+// workload is the part of a Deployment's or StatefulSet's status computeStatus reads.
+type workload struct {
+	kind                           string
+	generation, observedGeneration int64
+	specReplicas                   int32
+	replicas, updated, ready       int32
+	available                      int32
+	troubleReason, troubleMessage  string
+}
+
+// workloadOf is the workload the reconcile observed, nil when it got to none.
+func workloadOf(obs observation) *workload {
+	switch {
+	case obs.deployment != nil:
+		d := obs.deployment
+		w := &workload{kind: "Deployment", generation: d.Generation, observedGeneration: d.Status.ObservedGeneration,
+			specReplicas: ptr.Deref(d.Spec.Replicas, 1), replicas: d.Status.Replicas, updated: d.Status.UpdatedReplicas,
+			ready: d.Status.ReadyReplicas, available: d.Status.AvailableReplicas}
+		w.troubleReason, w.troubleMessage = deploymentTrouble(d)
+		return w
+	case obs.statefulSet != nil:
+		s := obs.statefulSet
+		return &workload{kind: "StatefulSet", generation: s.Generation, observedGeneration: s.Status.ObservedGeneration,
+			specReplicas: ptr.Deref(s.Spec.Replicas, 1), replicas: s.Status.Replicas, updated: s.Status.UpdatedReplicas,
+			ready: s.Status.ReadyReplicas, available: s.Status.AvailableReplicas}
+	}
+	return nil
+}
+
+// setReplicationStatus records what reconcileReplication saw in st: status.replication and the
+// PrimaryAvailable condition. It returns whether the replication is as the spec asks (a primary,
+// every replica in sync) and, if not, why.
+func setReplicationStatus(st *cachev1beta1.RedisCacheStatus, obs observation, gen int64) (bool, string) {
+	r := obs.replication
+	if r == nil {
+		return false, "the replication was not observed"
+	}
+	rs := &cachev1beta1.ReplicationStatus{Primary: r.primary, Replicas: r.replicas}
+	if old := st.Replication; old != nil {
+		rs.LastFailover = old.LastFailover
+	}
+	if r.failover != nil {
+		rs.LastFailover = r.failover
+	}
+	st.Replication = rs
+	cond := metav1.Condition{Type: cachev1beta1.ConditionPrimaryAvailable, Status: metav1.ConditionTrue,
+		Reason: r.reason, Message: r.message, ObservedGeneration: gen, LastTransitionTime: metav1.NewTime(obs.now)}
+	if !r.available {
+		cond.Status = metav1.ConditionFalse
+	}
+	if obs.now.IsZero() {
+		cond.LastTransitionTime = metav1.Time{}
+	}
+	meta.SetStatusCondition(&st.Conditions, cond)
+	if !r.available {
+		return false, r.message
+	}
+	var behind []string
+	for _, x := range r.replicas {
+		if !x.InSync {
+			behind = append(behind, x.Pod)
+		}
+	}
+	if len(behind) > 0 {
+		return false, fmt.Sprintf("replicas not in sync with the primary %s: %s", r.primary, strings.Join(behind, ", "))
+	}
+	return true, ""
 }
 
 // deploymentTrouble reports the Deployment conditions that need a human: a rollout past its

@@ -4,14 +4,17 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
 	"go.uber.org/zap/zapcore"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -19,8 +22,22 @@ import (
 
 	cachev1alpha1 "github.com/okgoes/okgoes-operator/api/cache/v1alpha1"
 	cachev1beta1 "github.com/okgoes/okgoes-operator/api/cache/v1beta1"
+	"github.com/okgoes/okgoes-operator/internal/redisadmin"
 	"github.com/okgoes/okgoes-operator/internal/testenv"
 )
+
+// redisPorts maps "namespace/pod" to the port of the local redis-server playing that pod's
+// container (replication stories); every such server listens on 127.0.0.1.
+var redisPorts sync.Map
+
+// testPodAddress is the PodAddress of the suite: a pod played by a local redis-server is reached
+// on 127.0.0.1 at its port, as are the addresses the operator hands to REPLICAOF.
+func testPodAddress(pod *corev1.Pod, port int32) (string, int32) {
+	if p, ok := redisPorts.Load(pod.Namespace + "/" + pod.Name); ok {
+		return "127.0.0.1", p.(int32)
+	}
+	return pod.Status.PodIP, port
+}
 
 // The story tests share one real API server and one running manager; envtest runs no other
 // controllers, so the tests play the Deployment controller by writing Deployment status.
@@ -63,6 +80,9 @@ func runSuite(m *testing.M) int {
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		WebhookServer:          testenv.WebhookServer(env),
+		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
+			&corev1.Pod{}: {Label: PodCacheSelector()},
+		}},
 	})
 	must(err)
 	must(SetupConversionWebhook(mgr))
@@ -71,6 +91,8 @@ func runSuite(m *testing.M) int {
 		APIReader:          mgr.GetAPIReader(),
 		Recorder:           mgr.GetEventRecorderFor("rediscache-controller"), //nolint:staticcheck // core/v1 Events: the events.k8s.io API trips the OLM deprecated-API validator
 		SecretPollInterval: time.Second,
+		Redis:              redisadmin.Client{Timeout: 500 * time.Millisecond},
+		PodAddress:         testPodAddress,
 	}).SetupWithManager(mgr, Options{MaxConcurrentReconciles: 4, Wrap: reconciles.Wrap}))
 
 	ctx, cancel := context.WithCancel(context.Background())

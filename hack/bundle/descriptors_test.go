@@ -283,3 +283,32 @@ func TestOpenShiftVersionsAndDockerfileLabels(t *testing.T) {
 		t.Errorf("minKubeVersion %q, com.redhat.openshift.versions %q", csv.Spec.MinKubeVersion, annotations.Annotations["com.redhat.openshift.versions"])
 	}
 }
+
+// Several samples of one kind and version are all kept, and all checked: one per RedisCache mode.
+func TestReadSamplesKeepsEverySampleOfAKind(t *testing.T) {
+	dir := t.TempDir()
+	for name, spec := range map[string]string{"a.yaml": "size: 1", "b.yaml": "plain: x"} {
+		doc := "apiVersion: things.example.com/v1\nkind: Thing\nmetadata:\n  name: " + name[:1] + "\nspec:\n  " + spec + "\n"
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(doc), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	byKind, examples, err := readSamples(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(byKind[sampleKey("Thing", "v1")]); n != 2 || !strings.Contains(examples, `"plain": "x"`) {
+		t.Fatalf("%d samples of Thing v1, alm-examples %s", n, examples)
+	}
+	desc := operatorsv1alpha1.CRDDescription{Kind: "Thing", Version: "v1",
+		SpecDescriptors: []operatorsv1alpha1.SpecDescriptor{{Path: "size", DisplayName: "Size"}}}
+	failed := 0
+	for _, s := range byKind[sampleKey("Thing", "v1")] {
+		if samplesDescribed(s, desc) != nil {
+			failed++
+		}
+	}
+	if failed != 1 {
+		t.Errorf("%d of the 2 samples failed the descriptor check, want the one setting spec.plain", failed)
+	}
+}

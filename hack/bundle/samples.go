@@ -17,15 +17,15 @@ import (
 
 func parseVersion(v string) (semver.Version, error) { return semver.Parse(v) }
 
-// readSamples reads config/samples/*.yaml; it returns them by kind/version (sampleKey) and as
-// the alm-examples JSON.
-func readSamples(dir string) (map[string]map[string]any, string, error) {
+// readSamples reads config/samples/*.yaml; it returns them by kind/version (sampleKey; a kind
+// may have several, e.g. one per RedisCache mode) and as the alm-examples JSON.
+func readSamples(dir string) (map[string][]map[string]any, string, error) {
 	paths, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
 	if err != nil {
 		return nil, "", err
 	}
 	sort.Strings(paths)
-	byKind := map[string]map[string]any{}
+	byKind := map[string][]map[string]any{}
 	var list []map[string]any
 	for _, p := range paths {
 		data, err := os.ReadFile(p)
@@ -37,7 +37,8 @@ func readSamples(dir string) (map[string]map[string]any, string, error) {
 			return nil, "", fmt.Errorf("%s: %w", p, err)
 		}
 		u := &unstructured.Unstructured{Object: m}
-		byKind[sampleKey(u.GetKind(), u.GroupVersionKind().Version)] = m
+		key := sampleKey(u.GetKind(), u.GroupVersionKind().Version)
+		byKind[key] = append(byKind[key], m)
 		list = append(list, m)
 	}
 	examples, err := json.MarshalIndent(list, "", "  ")
@@ -52,7 +53,7 @@ func sampleKey(kind, version string) string { return kind + "/" + version }
 // of a sample must have a descriptor of its own (what operator-sdk scorecard's
 // olm-spec-descriptors test requires of alm-examples), and a sample with a status needs status
 // descriptors (olm-status-descriptors).
-func ownedCRDs(crds []*apiextensionsv1.CustomResourceDefinition, api apiTypes, samples map[string]map[string]any) ([]operatorsv1alpha1.CRDDescription, error) {
+func ownedCRDs(crds []*apiextensionsv1.CustomResourceDefinition, api apiTypes, samples map[string][]map[string]any) ([]operatorsv1alpha1.CRDDescription, error) {
 	var out []operatorsv1alpha1.CRDDescription
 	for _, crd := range crds {
 		for _, v := range crd.Spec.Versions {
@@ -69,8 +70,10 @@ func ownedCRDs(crds []*apiextensionsv1.CustomResourceDefinition, api apiTypes, s
 				DisplayName: m.displayName, Description: firstSentence(v.Schema.OpenAPIV3Schema.Description),
 				Resources: m.resources, SpecDescriptors: m.spec, StatusDescriptors: m.status,
 			}
-			if err := samplesDescribed(samples[sampleKey(kind, v.Name)], d); err != nil {
-				return nil, err
+			for _, sample := range samples[sampleKey(kind, v.Name)] {
+				if err := samplesDescribed(sample, d); err != nil {
+					return nil, err
+				}
 			}
 			out = append(out, d)
 		}

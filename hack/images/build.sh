@@ -33,10 +33,8 @@
 #                           `operator-sdk scorecard --untar-image`: a tar in PATH (busybox), no
 #                           entrypoint, uid 1001 (upstream's image is named by a digest no local
 #                           build can have)
-#   operator-v0.1.0.tar     quay.io/okgoes/okgoes-operator:v0.1.0   the manager of release 0.1.0, built
-#                           from its git commit ($FIRST_RELEASE_REF)
-#   operator-v0.2.0.tar,    quay.io/okgoes/okgoes-operator:v0.2.0, :v0.3.0   the current manager (it
-#   operator-v0.3.0.tar     is what 0.2.0 and 0.3.0 ship: both CRD versions, either storage version)
+#   operator-v<x.y.z>.tar   quay.io/okgoes/okgoes-operator:v<x.y.z>   the manager of every release,
+#                           built from its release commit ($RELEASE_REFS), as users run it
 #
 # and, for the CSI stack of the local cluster (hack/csi), images under the references upstream's
 # manifests name, each holding the binary hack/tools/csi/build.sh builds from ../shared/third_party,
@@ -54,7 +52,7 @@
 #   hack/images/build.sh [pause|operator|redis|minio|tools|csi|olm|opm|releases|bundles|scorecard|scorecard-test|scorecard-untar|redis-sample ...]
 #   (default: the e2e images)
 #
-# The operator images (but v0.1.0), the bundle images and the scorecard image are rebuilt on every
+# The operator image, the bundle images and the scorecard image are rebuilt on every
 # call (the source changes); the others only when missing or older than this script.
 # Debian's redis-server, redis-tools and busybox-static are installed when absent.
 set -euo pipefail
@@ -198,29 +196,29 @@ build() {
 	echo "images: built $name ($(du -h "$dest" | cut -f1)) in $((SECONDS - start))s" >&2
 }
 
-# FIRST_RELEASE_REF is the commit of release 0.1.0 (test/upgrade builds its manager from it too).
-FIRST_RELEASE_REF=${FIRST_RELEASE_REF:-682e361}
+# RELEASE_REFS names the commit each release's manager is built from: the commit whose RBAC
+# markers produced that release's CSV (test/upgrade builds 0.1.0 and 0.3.0 from the same commits).
+# Running a newer manager under an older release's CSV is not what users get, and it fails as soon
+# as the manager needs a permission the old CSV lacks (its caches never sync).
+RELEASE_REFS=${RELEASE_REFS:-0.1.0=682e361 0.2.0=bc21237 0.3.0=17c8836}
 
-# release_images writes operator-v<version>.tar for every release the OLM suite installs.
+# release_images writes operator-v<version>.tar for every release the OLM suite installs, each
+# built once from its release commit (the archives do not change afterwards).
 release_images() {
-	local start=$SECONDS dest=$out/operator-v0.1.0.tar
-	if [ ! -f "$dest" ]; then
-		if ! git -C "$root" cat-file -e "$FIRST_RELEASE_REF^{commit}" 2>/dev/null; then
+	local start=$SECONDS pair v ref dest src
+	for pair in $RELEASE_REFS; do
+		v=${pair%%=*} ref=${pair#*=} dest=$out/operator-v$v.tar
+		[ -f "$dest" ] && [ -f "$out/operator-v$v.ref-commit" ] && [ "$(cat "$out/operator-v$v.ref-commit")" = "$ref" ] && continue
+		if ! git -C "$root" cat-file -e "$ref^{commit}" 2>/dev/null; then
 			git -C "$root" fetch --quiet --unshallow --tags || git -C "$root" fetch --quiet --tags
 		fi
-		local src
 		src=$(mktemp -d)
-		git -C "$root" archive "$FIRST_RELEASE_REF" | tar -x -C "$src"
-		(cd "$src" && CGO_ENABLED=0 go build -o "$out/manager-v0.1.0" .)
+		git -C "$root" archive "$ref" | tar -x -C "$src"
+		(cd "$src" && CGO_ENABLED=0 go build -o "$out/manager-v$v" .)
 		rm -rf "$src"
-		ociimage -ref "quay.io/okgoes/okgoes-operator:v0.1.0" -o "$dest" -user 65532:65532 \
-			-file "/manager=$out/manager-v0.1.0" -dir /tmp=1777 -entrypoint /manager
-	fi
-	(cd "$root" && CGO_ENABLED=0 go build -o "$root/bin/manager" .)
-	local v
-	for v in 0.2.0 0.3.0; do
-		ociimage -ref "quay.io/okgoes/okgoes-operator:v$v" -o "$out/operator-v$v.tar" -user 65532:65532 \
-			-file "/manager=$root/bin/manager" -dir /tmp=1777 -entrypoint /manager
+		ociimage -ref "quay.io/okgoes/okgoes-operator:v$v" -o "$dest" -user 65532:65532 \
+			-file "/manager=$out/manager-v$v" -dir /tmp=1777 -entrypoint /manager
+		echo "$ref" >"$out/operator-v$v.ref-commit"
 	done
 	echo "images: built the release images in $((SECONDS - start))s" >&2
 }

@@ -1,7 +1,7 @@
 // Package upgrade is the upgrade story of docs/upgrades.md, played on a real API server with the
-// real managers of each release: 0.1.0 (built from its git tag) and the current one (0.2.0 and
-// 0.3.0 run the same manager; they differ in the CRD's storage version). CRDs are applied before
-// the manager that needs them, as OLM does. The storage story (storage_upgrade_test.go) builds the
+// real managers of each release, each built from its release commit and holding only its
+// release's RBAC, then the current manager. CRDs are applied before the manager that needs them,
+// as OLM does. The storage story (storage_upgrade_test.go) builds the
 // 0.3.0 manager, the last without the kopia engine, from git and hands its PVCBackups to the
 // current manager.
 package upgrade
@@ -42,8 +42,13 @@ import (
 
 const crdName = "rediscaches.cache.okgoes.com"
 
-// firstReleaseRef is the commit of release 0.1.0 (tag v0.1.0); the test builds its manager.
-const firstReleaseRef = "682e361"
+// The release commits the test builds managers from: each is the commit whose RBAC markers
+// produced that release's CSV (hack/images/build.sh RELEASE_REFS names the same ones).
+const (
+	firstReleaseRef  = "682e361" // 0.1.0 (tag v0.1.0)
+	secondReleaseRef = "bc21237" // 0.2.0
+	// storageReleaseRef (storage_upgrade_test.go) is 0.3.0's.
+)
 
 // managerUser is who the managers authenticate as.
 const managerUser = "okgoes-operator"
@@ -61,8 +66,10 @@ type story struct {
 func TestUpgradeStory(t *testing.T) {
 	s := newStory(t, cachev1alpha1.AddToScheme, cachev1beta1.AddToScheme)
 
-	done := step(t, "build the 0.1.0 manager (git "+firstReleaseRef+") and the current manager")
+	done := step(t, "build the managers of 0.1.0 (git "+firstReleaseRef+"), 0.2.0 ("+secondReleaseRef+"), 0.3.0 ("+storageReleaseRef+") and the current one")
 	oldBin := s.buildRelease(firstReleaseRef)
+	bin020 := s.buildRelease(secondReleaseRef)
+	bin030 := s.buildRelease(storageReleaseRef)
 	newBin := s.buildCurrent()
 	done()
 
@@ -86,7 +93,7 @@ func TestUpgradeStory(t *testing.T) {
 
 	done = step(t, "0.2.0 manager takes over (leader election): objects converge with nothing lost and no rollout")
 	port := s.freePort()
-	current := s.startManager("0.2.0", "releases/0.2.0/manifests", newBin, s.webhookArgs(port)...)
+	current := s.startManager("0.2.0", "releases/0.2.0/manifests", bin020, s.webhookArgs(port)...)
 	old.stop()
 	s.waitWebhook()
 	aBeta := s.getBeta("a")
@@ -134,7 +141,7 @@ func TestUpgradeStory(t *testing.T) {
 	done = step(t, "0.3.0 CRDs (storage v1beta1) first, then the 0.3.0 manager: stored objects migrated, storedVersions trimmed")
 	s.applyCRDs("releases/0.3.0/manifests")
 	port = s.freePort()
-	current = s.startManager("0.3.0", "releases/0.3.0/manifests", newBin, s.webhookArgs(port)...)
+	current = s.startManager("0.3.0", "releases/0.3.0/manifests", bin030, s.webhookArgs(port)...)
 	old.stop()
 	s.waitWebhook()
 	s.eventually(60*time.Second, func() error {
@@ -151,6 +158,35 @@ func TestUpgradeStory(t *testing.T) {
 	if c := s.getBeta("c"); c.Spec.Redis.MaxClients == nil || *c.Spec.Redis.MaxClients != 77 {
 		t.Fatalf("c lost maxClients through the migration: %+v", c.Spec.Redis)
 	}
+	done()
+
+	done = step(t, "the current CRDs (spec.mode), then the current manager with its RBAC: caches created before read as Standalone and keep their pods")
+	templates := map[string]string{}
+	for _, name := range []string{"a", "b", "c", "d"} {
+		templates[name] = s.podTemplate(name)
+	}
+	s.applyCRDs("bundle/manifests")
+	port = s.freePort()
+	// The current manager holds the RBAC it ships with (bundle/manifests): it also watches
+	// StatefulSets and pods (Replication mode), which no earlier release granted.
+	next := s.startManager("current", "bundle/manifests", newBin, s.webhookArgs(port)...)
+	current.stop()
+	current = next
+	s.waitWebhook()
+	for _, name := range []string{"a", "b", "c", "d"} {
+		if m := s.getBeta(name).Spec.Mode; m != cachev1beta1.ModeStandalone {
+			t.Fatalf("%s, created before spec.mode existed, reads as mode %q, want Standalone (the CRD default)", name, m)
+		}
+		s.touch(name)
+	}
+	s.consistently(3*time.Second, func() error {
+		for name, tpl := range templates {
+			if got := s.podTemplate(name); got != tpl {
+				return fmt.Errorf("the pod template of %s changed when the current CRDs were applied (a rollout on upgrade)", name)
+			}
+		}
+		return nil
+	})
 	done()
 
 	done = step(t, "proof: a future release may now drop v1alpha1 entirely, and every object still reads")

@@ -9,14 +9,19 @@ import (
 	"github.com/okgoes/okgoes-operator/api/cache/v1beta1"
 )
 
-// HubOnlyAnnotation keeps the v1beta1 fields v1alpha1 has no place for (today only
-// spec.redis.maxClients) while an object is read or written as v1alpha1, so that a round trip
+// HubOnlyAnnotation keeps the v1beta1 fields v1alpha1 has no place for (spec.redis.maxClients,
+// spec.mode unless Standalone, spec.replication) while an object is read or written as v1alpha1, so that a round trip
 // through v1alpha1 loses nothing. It is removed again when the object is converted to v1beta1.
 const HubOnlyAnnotation = "cache.okgoes.com/v1beta1-fields"
 
 // hubOnly are the v1beta1 fields without a v1alpha1 counterpart, as stored in HubOnlyAnnotation.
+// Mode is left out when it is Standalone, the default: the v1alpha1 view of a cache in the
+// default mode carries no annotation for it, and converting back gives Standalone.
 type hubOnly struct {
-	MaxClients *int32 `json:"maxClients,omitempty"`
+	MaxClients  *int32               `json:"maxClients,omitempty"`
+	Mode        v1beta1.Mode         `json:"mode,omitempty"`
+	Replication *v1beta1.Replication `json:"replication,omitempty"`
+	Persistence *v1beta1.Persistence `json:"persistence,omitempty"`
 }
 
 var _ conversion.Convertible = &RedisCache{}
@@ -56,18 +61,34 @@ func (src *RedisCache) ConvertTo(dstRaw conversion.Hub) error {
 			return fmt.Errorf("annotation %s: %w", HubOnlyAnnotation, err)
 		}
 		dst.Spec.Redis.MaxClients = h.MaxClients
+		dst.Spec.Mode = h.Mode
+		dst.Spec.Replication = h.Replication
+		dst.Spec.Persistence = h.Persistence
 		delete(dst.Annotations, HubOnlyAnnotation)
 		if len(dst.Annotations) == 0 {
 			dst.Annotations = nil
 		}
 	}
+	if dst.Spec.Mode == "" {
+		dst.Spec.Mode = v1beta1.ModeStandalone
+	}
+	st := src.Status.DeepCopy()
 	dst.Status = v1beta1.RedisCacheStatus{
-		ObservedGeneration: src.Status.ObservedGeneration,
-		Phase:              v1beta1.Phase(src.Status.Phase),
-		Conditions:         src.Status.DeepCopy().Conditions,
-		Replicas:           src.Status.Replicas,
-		ReadyReplicas:      src.Status.ReadyReplicas,
-		ConfigHash:         src.Status.ConfigHash,
+		ObservedGeneration: st.ObservedGeneration,
+		Phase:              v1beta1.Phase(st.Phase),
+		Conditions:         st.Conditions,
+		Replicas:           st.Replicas,
+		ReadyReplicas:      st.ReadyReplicas,
+		ConfigHash:         st.ConfigHash,
+	}
+	if r := st.Replication; r != nil {
+		dst.Status.Replication = &v1beta1.ReplicationStatus{Primary: r.Primary}
+		for _, x := range r.Replicas {
+			dst.Status.Replication.Replicas = append(dst.Status.Replication.Replicas, v1beta1.ReplicaStatus(x))
+		}
+		if f := r.LastFailover; f != nil {
+			dst.Status.Replication.LastFailover = (*v1beta1.Failover)(f)
+		}
 	}
 	return nil
 }
@@ -99,7 +120,11 @@ func (dst *RedisCache) ConvertFrom(srcRaw conversion.Hub) error {
 	if p := s.PodDisruptionBudget; p != nil {
 		dst.Spec.PodDisruptionBudget = &PodDisruptionBudget{Enabled: p.Enabled, MaxUnavailable: p.MaxUnavailable}
 	}
-	if h := (hubOnly{MaxClients: s.Redis.MaxClients}); h != (hubOnly{}) {
+	h := hubOnly{MaxClients: s.Redis.MaxClients, Replication: s.Replication, Persistence: s.Persistence}
+	if s.Mode != v1beta1.ModeStandalone {
+		h.Mode = s.Mode
+	}
+	if h != (hubOnly{}) {
 		raw, err := json.Marshal(h)
 		if err != nil {
 			return err
@@ -109,13 +134,23 @@ func (dst *RedisCache) ConvertFrom(srcRaw conversion.Hub) error {
 		}
 		dst.Annotations[HubOnlyAnnotation] = string(raw)
 	}
+	st := src.Status.DeepCopy()
 	dst.Status = RedisCacheStatus{
-		ObservedGeneration: src.Status.ObservedGeneration,
-		Phase:              Phase(src.Status.Phase),
-		Conditions:         src.Status.DeepCopy().Conditions,
-		Replicas:           src.Status.Replicas,
-		ReadyReplicas:      src.Status.ReadyReplicas,
-		ConfigHash:         src.Status.ConfigHash,
+		ObservedGeneration: st.ObservedGeneration,
+		Phase:              Phase(st.Phase),
+		Conditions:         st.Conditions,
+		Replicas:           st.Replicas,
+		ReadyReplicas:      st.ReadyReplicas,
+		ConfigHash:         st.ConfigHash,
+	}
+	if r := st.Replication; r != nil {
+		dst.Status.Replication = &ReplicationStatus{Primary: r.Primary}
+		for _, x := range r.Replicas {
+			dst.Status.Replication.Replicas = append(dst.Status.Replication.Replicas, ReplicaStatus(x))
+		}
+		if f := r.LastFailover; f != nil {
+			dst.Status.Replication.LastFailover = (*Failover)(f)
+		}
 	}
 	return nil
 }

@@ -24,6 +24,10 @@ func filler(f *randfill.Filler) *randfill.Filler {
 		func(t *metav1.Time, c randfill.Continue) {
 			*t = metav1.NewTime(time.Unix(c.Int63n(1<<33), 0).UTC())
 		},
+		// An empty mode is Standalone (the CRD defaults it); conversion writes the default out.
+		func(m *v1beta1.Mode, c randfill.Continue) {
+			*m = []v1beta1.Mode{v1beta1.ModeStandalone, v1beta1.ModeReplication, v1beta1.Mode(c.String(8) + "x")}[c.Intn(3)]
+		},
 		func(m *metav1.ObjectMeta, c randfill.Continue) {
 			c.FillNoCustom(m)
 			m.ManagedFields = nil // covered by apimachinery's own tests; the webhook never touches it
@@ -125,6 +129,7 @@ func TestConversionMapsFields(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := v1beta1.RedisCacheSpec{
+		Mode:     v1beta1.ModeStandalone, // no mode in the annotation: the default
 		Replicas: ptr.To[int32](2),
 		Redis: v1beta1.Redis{
 			Image: "redis:7", ImagePullPolicy: "Never", Port: 6380,
@@ -155,6 +160,22 @@ func TestConversionMapsFields(t *testing.T) {
 	}
 	if plain.Spec.Eviction.Policy != EvictionVolatileTTL || plain.Spec.Port != 6380 || plain.Spec.Auth.SecretRef.Key != "k" {
 		t.Fatalf("v1beta1 -> v1alpha1 spec: %+v", plain.Spec)
+	}
+
+	// Replication mode and its settings travel in the annotation; so does the replication status.
+	hub.Spec.Mode = v1beta1.ModeReplication
+	hub.Spec.Replication = &v1beta1.Replication{FailoverAfterSeconds: ptr.To[int32](7)}
+	hub.Status.Replication = &v1beta1.ReplicationStatus{Primary: "c-1",
+		Replicas: []v1beta1.ReplicaStatus{{Pod: "c-0", InSync: false, LagBytes: ptr.To[int64](5)}}}
+	repl := &RedisCache{}
+	if err := repl.ConvertFrom(hub); err != nil {
+		t.Fatal(err)
+	}
+	if got := repl.Annotations[HubOnlyAnnotation]; got != `{"mode":"Replication","replication":{"failoverAfterSeconds":7}}` {
+		t.Fatalf("annotation %s = %s", HubOnlyAnnotation, got)
+	}
+	if r := repl.Status.Replication; r == nil || r.Primary != "c-1" || len(r.Replicas) != 1 || *r.Replicas[0].LagBytes != 5 {
+		t.Fatalf("replication status not carried over: %+v", repl.Status.Replication)
 	}
 }
 

@@ -243,6 +243,54 @@ type RedisCacheStatus struct {
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Config Hash",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:text"},order=5
 	ConfigHash string `json:"configHash,omitempty"`
+
+	// Replication is what the operator saw of the replication (Replication mode only; the mode
+	// itself is a v1beta1 field, kept in the annotation cache.okgoes.com/v1beta1-fields here).
+	// +optional
+	Replication *ReplicationStatus `json:"replication,omitempty"`
+}
+
+// ReplicationStatus is the replication of a RedisCache in Replication mode (as in v1beta1).
+type ReplicationStatus struct {
+	// Primary is the pod that takes writes: the one the Service <name> selects.
+	// +optional
+	Primary string `json:"primary,omitempty"`
+
+	// Replicas are the other pods.
+	// +optional
+	// +listType=map
+	// +listMapKey=pod
+	Replicas []ReplicaStatus `json:"replicas,omitempty"`
+
+	// LastFailover is the last promotion of a replica by the operator.
+	// +optional
+	LastFailover *Failover `json:"lastFailover,omitempty"`
+}
+
+// ReplicaStatus is one replica as last observed (as in v1beta1).
+type ReplicaStatus struct {
+	// Pod is the replica's pod.
+	Pod string `json:"pod"`
+
+	// InSync is true when the replica is linked to the primary and at most 1 MiB behind it.
+	InSync bool `json:"inSync"`
+
+	// LagBytes is how far the replica is behind the primary, reported only while not in sync.
+	// +optional
+	LagBytes *int64 `json:"lagBytes,omitempty"`
+}
+
+// Failover is one promotion of a replica (as in v1beta1).
+type Failover struct {
+	// Time the operator promoted the replica.
+	Time metav1.Time `json:"time"`
+	// From is the primary that was replaced (empty on the first election).
+	// +optional
+	From string `json:"from,omitempty"`
+	// To is the promoted pod.
+	To string `json:"to"`
+	// Reason is why: PrimaryDeleted, PrimaryRestarted, PrimaryUnavailable, NoPrimary.
+	Reason string `json:"reason"`
 }
 
 // RedisCache is a Redis cache the operator runs as a ConfigMap, a Deployment, a Service and,

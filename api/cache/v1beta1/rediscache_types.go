@@ -52,9 +52,36 @@ const ImageReferencePattern = `^(?:(?:(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-
 // redis.memory.maxMemory <= resources.limits.memory is checked by the controller (InvalidSpec), not
 // by CEL: the API server's cost estimator rejects any rule reading the unbounded quantity strings
 // of corev1.ResourceRequirements.
+// +kubebuilder:validation:XValidation:rule="(has(oldSelf.mode) ? oldSelf.mode : 'Standalone') == (has(self.mode) ? self.mode : 'Standalone')",message="spec.mode cannot be changed: create a new RedisCache in the other mode and move the clients (docs/rediscache.md, Migration)"
+// +kubebuilder:validation:XValidation:rule="!has(self.persistence) || (has(self.mode) && self.mode == 'Replication')",message="spec.persistence needs mode Replication (with replicas 1 for a single instance): a Deployment's pods cannot each keep a volume of their own"
+// +kubebuilder:validation:XValidation:rule="has(oldSelf.persistence) == has(self.persistence)",message="spec.persistence cannot be added or removed after creation: the pods' volume claims are fixed when the StatefulSet is made"
 type RedisCacheSpec struct {
-	// Replicas is the number of Redis pods. Each pod is an independent cache behind one Service;
-	// 0 scales the cache down while keeping its configuration.
+	// Mode is how the Redis pods relate to each other. Standalone (the default, and the behaviour
+	// of every RedisCache created before this field existed): each pod is an independent cache
+	// behind one Service; with replicas 1 that is a single instance. Replication: one primary and
+	// replicas-1 read replicas of it, with failover driven by the operator; the Service <name>
+	// reaches the primary, <name>-replicas the replicas. Cannot be changed after creation.
+	// +kubebuilder:default=Standalone
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Mode",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:select:Standalone","urn:alm:descriptor:com.tectonic.ui:select:Replication"},order=0
+	Mode Mode `json:"mode,omitempty"`
+
+	// Persistence keeps each Redis pod's data on a PersistentVolumeClaim of its own, so that a
+	// pod that restarts (or every pod at once) starts warm from its RDB snapshot or append-only
+	// file instead of empty. Replication mode only; fixed at creation. Without it the cache is
+	// in memory only.
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Persistence",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:fieldDependency:mode:Replication"},order=7
+	Persistence *Persistence `json:"persistence,omitempty"`
+
+	// Replication tunes Replication mode; ignored in Standalone mode.
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Replication",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:fieldDependency:mode:Replication"},order=6
+	Replication *Replication `json:"replication,omitempty"`
+
+	// Replicas is the number of Redis pods: in Standalone mode independent caches behind one
+	// Service, in Replication mode one primary and replicas-1 replicas. 0 scales the cache down
+	// while keeping its configuration.
 	// +kubebuilder:default=1
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=100
@@ -96,6 +123,76 @@ type RedisCacheSpec struct {
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Affinity",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:advanced"},order=5
 	Affinity *corev1.Affinity `json:"affinity,omitempty"`
 }
+
+// Mode is how the pods of a RedisCache relate to each other: Standalone or Replication.
+// A CEL rule, not an enum (see EvictionPolicy).
+// MaxLength bounds the cost of the CEL rules that read it.
+// +kubebuilder:validation:XValidation:rule="self in ['Standalone', 'Replication']",message="must be Standalone or Replication"
+// +kubebuilder:validation:MaxLength=16
+type Mode string
+
+// The modes of a RedisCache.
+const (
+	// ModeStandalone: every pod is an independent cache (a Deployment behind one Service).
+	ModeStandalone Mode = "Standalone"
+	// ModeReplication: one primary, the other pods replicate it (a StatefulSet; the operator
+	// elects the primary and fails over).
+	ModeReplication Mode = "Replication"
+)
+
+// Replication tunes the primary/replica mode.
+type Replication struct {
+	// FailoverAfterSeconds is how long a primary that still exists but is not ready or does not
+	// answer the operator is waited for before a replica is promoted. A primary pod that is
+	// deleted, or whose Redis restarted (and so lost its data), is replaced at once.
+	// +kubebuilder:default=10
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=3600
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Failover After (seconds)",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:number","urn:alm:descriptor:com.tectonic.ui:fieldDependency:mode:Replication"}
+	FailoverAfterSeconds *int32 `json:"failoverAfterSeconds,omitempty"`
+}
+
+// Persistence is where and how a RedisCache keeps its data across restarts.
+// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.persistence cannot be changed after creation: the pods' volume claims are fixed when the StatefulSet is made"
+type Persistence struct {
+	// Size of each pod's PersistentVolumeClaim. Redis needs room for its dataset plus a second
+	// copy while it rewrites the snapshot (or append-only file): at least twice maxMemory.
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Size",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:text"}
+	Size resource.Quantity `json:"size"`
+
+	// StorageClassName of the claims; empty uses the cluster's default StorageClass.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Storage Class",xDescriptors={"urn:alm:descriptor:io.kubernetes:StorageClass"}
+	StorageClassName *string `json:"storageClassName,omitempty"`
+
+	// AppendOnly adds the append-only file (fsync every second: at most about a second of
+	// acknowledged writes is lost on a crash) to the RDB snapshots, which are taken after
+	// 1 change in an hour, 100 in 5 minutes or 10000 in a minute.
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Append-Only File",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:booleanSwitch"}
+	AppendOnly bool `json:"appendOnly,omitempty"`
+
+	// ReclaimPolicy is what becomes of the claims when the RedisCache is deleted: Retain (the
+	// default: delete them yourself once you no longer need the data) or Delete. Claims of pods
+	// removed by a scale-down are always retained and reused by a later scale-up.
+	// +kubebuilder:default=Retain
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Reclaim Policy",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:select:Retain","urn:alm:descriptor:com.tectonic.ui:select:Delete"}
+	ReclaimPolicy ReclaimPolicy `json:"reclaimPolicy,omitempty"`
+}
+
+// ReclaimPolicy is what becomes of a RedisCache's volume claims when it is deleted.
+// +kubebuilder:validation:XValidation:rule="self in ['Retain', 'Delete']",message="must be Retain or Delete"
+// +kubebuilder:validation:MaxLength=16
+type ReclaimPolicy string
+
+// The reclaim policies.
+const (
+	ReclaimRetain ReclaimPolicy = "Retain"
+	ReclaimDelete ReclaimPolicy = "Delete"
+)
 
 // Redis is the configuration of the Redis server.
 type Redis struct {
@@ -237,6 +334,10 @@ const (
 	ConditionProgressing = "Progressing"
 	// ConditionDegraded is True (bad) when the cache cannot reach its spec without a change by a human.
 	ConditionDegraded = "Degraded"
+	// ConditionPrimaryAvailable (Replication mode only) is True (good) when a primary is elected,
+	// ready and answers as a primary; its lastTransitionTime to False is when the operator first
+	// saw the primary unavailable, the start of spec.replication.failoverAfterSeconds.
+	ConditionPrimaryAvailable = "PrimaryAvailable"
 )
 
 // RedisCacheStatus is what the operator observed. It never holds intent. It is the same in
@@ -277,10 +378,64 @@ type RedisCacheStatus struct {
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Config Hash",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:text"},order=5
 	ConfigHash string `json:"configHash,omitempty"`
+
+	// Replication is what the operator saw of the replication (Replication mode only).
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Replication",order=6
+	Replication *ReplicationStatus `json:"replication,omitempty"`
 }
 
-// RedisCache is a Redis cache the operator runs as a ConfigMap, a Deployment, a Service and,
-// with more than one replica, a PodDisruptionBudget.
+// ReplicationStatus is the replication of a RedisCache in Replication mode, as last observed.
+// Offsets move all the time (Redis pings its replicas); only whether each replica is in sync is
+// kept here, and the lag only while it is not, so a steady cache causes no status writes. The
+// exact lag is the metric okgoes_rediscache_replication_lag_bytes.
+type ReplicationStatus struct {
+	// Primary is the pod that takes writes: the one the Service <name> selects.
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Primary",xDescriptors={"urn:alm:descriptor:io.kubernetes:Pod"}
+	Primary string `json:"primary,omitempty"`
+
+	// Replicas are the other pods.
+	// +optional
+	// +listType=map
+	// +listMapKey=pod
+	Replicas []ReplicaStatus `json:"replicas,omitempty"`
+
+	// LastFailover is the last promotion of a replica by the operator.
+	// +optional
+	LastFailover *Failover `json:"lastFailover,omitempty"`
+}
+
+// ReplicaStatus is one replica as last observed.
+type ReplicaStatus struct {
+	// Pod is the replica's pod.
+	Pod string `json:"pod"`
+
+	// InSync is true when the replica is linked to the primary and at most 1 MiB behind it;
+	// only then does the Service <name>-replicas send it readers.
+	InSync bool `json:"inSync"`
+
+	// LagBytes is how far the replica is behind the primary's replication offset, reported only
+	// while it is not in sync and the operator could read it.
+	// +optional
+	LagBytes *int64 `json:"lagBytes,omitempty"`
+}
+
+// Failover is one promotion of a replica.
+type Failover struct {
+	// Time the operator promoted the replica.
+	Time metav1.Time `json:"time"`
+	// From is the primary that was replaced (empty on the first election).
+	// +optional
+	From string `json:"from,omitempty"`
+	// To is the promoted pod.
+	To string `json:"to"`
+	// Reason is why: PrimaryDeleted, PrimaryRestarted, PrimaryUnavailable, NoPrimary.
+	Reason string `json:"reason"`
+}
+
+// RedisCache is a Redis cache the operator runs as a ConfigMap, a Deployment (Standalone) or a
+// StatefulSet (Replication), its Services and, with more than one replica, a PodDisruptionBudget.
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:storageversion
@@ -290,9 +445,10 @@ type RedisCacheStatus struct {
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Replicas",type=integer,JSONPath=`.spec.replicas`
 // +kubebuilder:printcolumn:name="Available",type=integer,JSONPath=`.status.readyReplicas`
+// +kubebuilder:printcolumn:name="Mode",type=string,JSONPath=`.spec.mode`,priority=1
 // +kubebuilder:printcolumn:name="Policy",type=string,JSONPath=`.spec.redis.memory.evictionPolicy`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
-// +operator-sdk:csv:customresourcedefinitions:displayName="Redis Cache",resources={{Deployment,v1},{Service,v1},{ConfigMap,v1},{PodDisruptionBudget,v1}}
+// +operator-sdk:csv:customresourcedefinitions:displayName="Redis Cache",resources={{Deployment,v1},{StatefulSet,v1},{Service,v1},{ConfigMap,v1},{PodDisruptionBudget,v1}}
 type RedisCache struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

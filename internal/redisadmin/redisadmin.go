@@ -1,0 +1,229 @@
+// Package redisadmin asks a Redis server about its replication and changes it (INFO replication,
+// REPLICAOF), over go-redis. Each call opens one connection and closes it: the operator talks to
+// each pod a few times a minute at most, and a pooled connection to a pod that was replaced would
+// only hide that it is gone.
+package redisadmin
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// go-redis logs dial failures of its pool on its own; every failure is returned to the caller,
+// which reports it (a condition, the reconcile log), so the library's log is silenced.
+func init() { redis.SetLogger(quiet{}) }
+
+type quiet struct{}
+
+func (quiet) Printf(context.Context, string, ...any) {}
+
+// Roles as INFO replication reports them.
+const (
+	RolePrimary = "master"
+	RoleReplica = "slave"
+)
+
+// Info is the part of INFO replication the operator decides on.
+type Info struct {
+	// Role is RolePrimary or RoleReplica.
+	Role string
+	// MasterHost and MasterPort are what a replica replicates (empty on a primary).
+	MasterHost string
+	MasterPort int32
+	// MasterLinkUp is true on a replica whose link to its primary is up (initial sync done).
+	MasterLinkUp bool
+	// Offset is the replication offset the server has processed (master_repl_offset: on a
+	// primary what it has produced, on a replica what it has applied). Offsets of a primary and
+	// of the replicas promoted from it continue one another (PSYNC2), so they compare.
+	Offset int64
+	// ReplID is the replication id of the history the server follows.
+	ReplID string
+	// Keys is the number of keys in all databases (INFO keyspace). Servers that restarted from
+	// their own snapshot or append-only file report offset 0 whatever they loaded: then only
+	// the keys tell the one that kept data from one that starts empty.
+	Keys int64
+}
+
+// Client talks to Redis servers. The zero value uses a 2 s timeout per call.
+type Client struct {
+	// Timeout bounds each call (dial, write, read).
+	Timeout time.Duration
+}
+
+func (c Client) client(addr, password string) *redis.Client {
+	t := c.Timeout
+	if t == 0 {
+		t = 2 * time.Second
+	}
+	return redis.NewClient(&redis.Options{
+		Addr: addr, Password: password,
+		DialTimeout: t, ReadTimeout: t, WriteTimeout: t,
+		PoolSize: 1, MaxRetries: -1, // one attempt: the reconcile decides what to do next
+		DisableIdentity: true, // no CLIENT SETINFO: older servers answer it with an error
+		Protocol:        2,
+	})
+}
+
+// Replication returns the replication state of the server at addr (host:port).
+func (c Client) Replication(ctx context.Context, addr, password string) (Info, error) {
+	rdb := c.client(addr, password)
+	defer func() { _ = rdb.Close() }()
+	// Two sections in one round trip (INFO with several sections needs Redis 7).
+	pipe := rdb.Pipeline()
+	repl, keys := pipe.Info(ctx, "replication"), pipe.Info(ctx, "keyspace")
+	if _, err := pipe.Exec(ctx); err != nil {
+		return Info{}, fmt.Errorf("INFO replication, keyspace at %s: %w", addr, err)
+	}
+	return ParseInfo(repl.Val() + keys.Val())
+}
+
+// ReplicaOf makes the server at addr replicate host:port, or, with host "", a primary
+// (REPLICAOF NO ONE). Both are no-ops for a server that already is what is asked.
+func (c Client) ReplicaOf(ctx context.Context, addr, password, host string, port int32) error {
+	rdb := c.client(addr, password)
+	defer func() { _ = rdb.Close() }()
+	cmd := []string{"REPLICAOF", "NO", "ONE"}
+	if host != "" {
+		cmd = []string{"REPLICAOF", host, strconv.Itoa(int(port))}
+	}
+	args := make([]any, len(cmd))
+	for i, a := range cmd {
+		args[i] = a
+	}
+	if err := rdb.Do(ctx, args...).Err(); err != nil {
+		return fmt.Errorf("%s at %s: %w", strings.Join(cmd, " "), addr, err)
+	}
+	return nil
+}
+
+// PauseWrites makes the server at addr hold the writes of its clients for d (CLIENT PAUSE WRITE);
+// reads and replication go on. d == 0 lifts a pause (CLIENT UNPAUSE).
+func (c Client) PauseWrites(ctx context.Context, addr, password string, d time.Duration) error {
+	rdb := c.client(addr, password)
+	defer func() { _ = rdb.Close() }()
+	args := []any{"CLIENT", "UNPAUSE"}
+	if d > 0 {
+		args = []any{"CLIENT", "PAUSE", strconv.FormatInt(d.Milliseconds(), 10), "WRITE"}
+	}
+	if err := rdb.Do(ctx, args...).Err(); err != nil {
+		return fmt.Errorf("%v at %s: %w", args[:2], addr, err)
+	}
+	return nil
+}
+
+// EnsurePassword makes the server at addr accept password, authenticating with password or, when
+// the server does not take it yet, with previous (a rotation in progress). It adds password to
+// the default user (ACL SETUSER default >password: the old one keeps working for the clients
+// that still use it), sets masterauth to it (the replication link of a replica), and, when
+// previous is "" (the rotation is over), removes every other password of the default user. No
+// restart; nothing is written when the server is already as asked. It reports what it changed.
+func (c Client) EnsurePassword(ctx context.Context, addr, password, previous string) (changed bool, err error) {
+	rdb := c.client(addr, password)
+	defer func() { _ = rdb.Close() }()
+	current := true
+	if err := rdb.Ping(ctx).Err(); err != nil {
+		if !isAuthError(err) || previous == "" {
+			return false, fmt.Errorf("AUTH at %s: %w", addr, err)
+		}
+		_ = rdb.Close()
+		rdb = c.client(addr, previous)
+		if err := rdb.Ping(ctx).Err(); err != nil {
+			return false, fmt.Errorf("AUTH at %s with the current and the previous password: %w", addr, err)
+		}
+		current = false
+	}
+	if !current {
+		if err := rdb.Do(ctx, "ACL", "SETUSER", "default", "on", ">"+password).Err(); err != nil {
+			return false, fmt.Errorf("ACL SETUSER default at %s: %w", addr, err)
+		}
+		changed = true
+	}
+	auth, err := rdb.ConfigGet(ctx, "masterauth").Result()
+	if err != nil {
+		return changed, fmt.Errorf("CONFIG GET masterauth at %s: %w", addr, err)
+	}
+	if auth["masterauth"] != password {
+		if err := rdb.ConfigSet(ctx, "masterauth", password).Err(); err != nil {
+			return changed, fmt.Errorf("CONFIG SET masterauth at %s: %w", addr, err)
+		}
+		changed = true
+	}
+	if previous != "" {
+		return changed, nil
+	}
+	user, err := rdb.Do(ctx, "ACL", "GETUSER", "default").Slice()
+	if err != nil {
+		return changed, fmt.Errorf("ACL GETUSER default at %s: %w", addr, err)
+	}
+	for i := 0; i+1 < len(user); i += 2 {
+		if k, _ := user[i].(string); k == "passwords" {
+			if list, _ := user[i+1].([]any); len(list) > 1 {
+				if err := rdb.Do(ctx, "ACL", "SETUSER", "default", "resetpass", ">"+password).Err(); err != nil {
+					return changed, fmt.Errorf("ACL SETUSER default resetpass at %s: %w", addr, err)
+				}
+				changed = true
+			}
+		}
+	}
+	return changed, nil
+}
+
+// isAuthError tells whether err is Redis refusing the password (or asking for one).
+func isAuthError(err error) bool {
+	msg := err.Error()
+	return strings.HasPrefix(msg, "WRONGPASS") || strings.HasPrefix(msg, "NOAUTH") || strings.Contains(msg, "invalid password")
+}
+
+// ParseInfo reads the output of INFO replication.
+func ParseInfo(text string) (Info, error) {
+	var in Info
+	sc := bufio.NewScanner(strings.NewReader(text))
+	for sc.Scan() {
+		k, v, ok := strings.Cut(strings.TrimSpace(sc.Text()), ":")
+		if !ok {
+			continue
+		}
+		switch k {
+		case "role":
+			in.Role = v
+		case "master_host":
+			in.MasterHost = v
+		case "master_port":
+			p, err := strconv.ParseInt(v, 10, 32)
+			if err != nil {
+				return Info{}, fmt.Errorf("master_port %q: %w", v, err)
+			}
+			in.MasterPort = int32(p)
+		case "master_link_status":
+			in.MasterLinkUp = v == "up"
+		case "master_repl_offset":
+			o, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				return Info{}, fmt.Errorf("master_repl_offset %q: %w", v, err)
+			}
+			in.Offset = o
+		case "master_replid":
+			in.ReplID = v
+		default:
+			// db0:keys=100,expires=0,avg_ttl=0
+			if n, found := strings.CutPrefix(v, "keys="); found && strings.HasPrefix(k, "db") {
+				n, _, _ = strings.Cut(n, ",")
+				c, err := strconv.ParseInt(n, 10, 64)
+				if err != nil {
+					return Info{}, fmt.Errorf("%s keys %q: %w", k, n, err)
+				}
+				in.Keys += c
+			}
+		}
+	}
+	if in.Role != RolePrimary && in.Role != RoleReplica {
+		return Info{}, fmt.Errorf("INFO replication without a known role: %q", in.Role)
+	}
+	return in, nil
+}
