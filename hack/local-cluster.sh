@@ -20,7 +20,14 @@
 # the wrapper module hack/tools/k8s, etcd from hack/tools/etcd, all through hack/envtest-assets.sh's
 # build rules (same flags, so the Go build cache is shared with the envtest binaries); Debian's
 # containerd 1.6, runc and CNI plugins (installed when absent); images imported from the OCI archives
-# of hack/images/build.sh (pause, operator, redis, minio, tools).
+# of hack/images/build.sh (pause, operator, redis, minio, tools, csi).
+#
+# Storage: the CSI hostpath driver v1.18.0 with its provisioner, snapshotter and registrar sidecars,
+# the snapshot CRDs and snapshot-controller of external-snapshotter v8.6.0, a default StorageClass
+# (csi-hostpath-sc) and a default VolumeSnapshotClass (csi-hostpath-snapclass): built from
+# ../shared/third_party by hack/tools/csi/build.sh and deployed from upstream's manifests through
+# hack/csi (kustomize). Volumes live under $STATE/csi-hostpath-data and go with `down`.
+# CLUSTER_CSI=0 leaves the CSI stack out (`olm` does, for a cluster of its own).
 #
 # Network: nothing listens on the machine's own address. The API server and the kubelet listen on
 # $NODE_IP, the address of a veth interface this script creates; etcd, the other components' ports
@@ -127,6 +134,7 @@ cmd_build() {
 	need_debs containerd runc containernetworking-plugins iptables openssl curl
 	build_k8s
 	"$root/hack/images/build.sh"
+	[ -x "$root/bin/kustomize" ] || make -C "$root" kustomize >/dev/null # deploy_csi renders hack/csi with it
 }
 
 # ------------------------------------------------------------------------------------------ pki
@@ -421,6 +429,11 @@ resolvConf: $STATE/resolv.conf
 serializeImagePulls: false
 rotateCertificates: false
 EOF
+	# CSI plugins mount volumes into pods through the kubelet's directory with Bidirectional
+	# propagation, which needs a shared mount: this machine's / is private.
+	mkdir -p "$STATE/kubelet"
+	mount --bind "$STATE/kubelet" "$STATE/kubelet"
+	mount --make-rshared "$STATE/kubelet"
 	start kubelet "$K8S_BIN/kubelet" --config "$STATE/kubelet.yaml" --kubeconfig "$STATE/kubelet.kubeconfig" \
 		--root-dir "$STATE/kubelet" --cert-dir "$STATE/kubelet/pki" --hostname-override "$NODE_NAME" --node-ip "$NODE_IP"
 
@@ -442,6 +455,29 @@ EOF
 	wait_for "kube-proxy healthz" 60 kube-proxy curl -sf http://127.0.0.1:10256/healthz
 	# Pods need their namespace's default ServiceAccount (made by kube-controller-manager).
 	wait_for "the default ServiceAccount" 60 kube-controller-manager kubectl -n default get serviceaccount default
+}
+
+# deploy_csi installs the CSI stack (hack/csi): upstream's manifests with the kubelet's root
+# directory and the driver's data directory moved into $STATE, then waits until the driver is
+# registered on the node and the snapshot controller runs.
+deploy_csi() {
+	local start_time=$SECONDS
+	"$root/bin/kustomize" build --load-restrictor LoadRestrictionsNone "$root/hack/csi" |
+		sed -e "s#/var/lib/kubelet/#$STATE/kubelet/#g" -e "s#/var/lib/csi-hostpath-data/#$STATE/csi-hostpath-data/#g" \
+			>"$STATE/csi.yaml"
+	# CRDs first: the VolumeSnapshotClass in the same file needs them established.
+	kubectl apply --server-side -k "$root/bin/csi/manifests/external-snapshotter/client/config/crd" >"$STATE/logs/csi-apply.log"
+	wait_for "the snapshot CRDs" 60 kube-apiserver kubectl wait --for condition=established --timeout 5s \
+		crd/volumesnapshotclasses.snapshot.storage.k8s.io crd/volumesnapshots.snapshot.storage.k8s.io \
+		crd/volumesnapshotcontents.snapshot.storage.k8s.io
+	kubectl apply --server-side -f "$STATE/csi.yaml" >>"$STATE/logs/csi-apply.log"
+	wait_for "the hostpath CSI driver registered on the node" 120 kubelet csi_registered
+	kubectl -n kube-system rollout status deployment/snapshot-controller --timeout 120s >/dev/null
+	log "CSI stack (hostpath driver, snapshot-controller) ready in $((SECONDS - start_time))s"
+}
+
+csi_registered() {
+	kubectl get csinode "$NODE_NAME" -o jsonpath='{.spec.drivers[*].name}' | grep -qw hostpath.csi.k8s.io
 }
 
 up_failed() {
@@ -473,6 +509,11 @@ cmd_up() {
 	start_control_plane
 	start_containerd
 	start_node
+	if [ "${CLUSTER_CSI:-1}" = 1 ]; then
+		deploy_csi
+	else
+		log "CLUSTER_CSI=0: no CSI driver, snapshot CRDs or snapshot-controller"
+	fi
 	trap - EXIT
 	log "up in $((SECONDS - start_time))s: node $NODE_NAME Ready; export KUBECONFIG=$KUBECONFIG"
 }
@@ -630,6 +671,8 @@ cmd_e2e() {
 		"$root/hack/images/build.sh" olm opm releases bundles scorecard scorecard-test scorecard-untar redis-sample
 		"$root/hack/tools/operator-sdk/build.sh" operator-sdk
 		export E2E_OLM=1
+		# The OLM suite takes no snapshot: its own cluster skips the CSI stack (45 s).
+		export CLUSTER_CSI=${CLUSTER_CSI:-0}
 		go_test+=(-run '^TestOLM$')
 	else
 		go_test+=(-skip '^TestOLM$')

@@ -31,6 +31,11 @@ func (r *PVCBackupReconciler) checkDependencies(ctx context.Context, s *scope, c
 	case !pvc.DeletionTimestamp.IsZero():
 		return errclass.Waiting(ReasonPVCNotFound, fmt.Sprintf("PersistentVolumeClaim %q is being deleted", pb.Spec.PVCName), r.poll())
 	}
+	if pb.Spec.Snapshot != nil && r.SnapshotsAvailable {
+		if s.snapshotClass, err = r.resolveSnapshotClass(ctx, s, pvc); err != nil {
+			return err
+		}
+	}
 	store, err := r.storeFor(ctx, s)
 	if err != nil {
 		return err

@@ -112,8 +112,12 @@ type scope struct {
 	engine storagev1.BackupEngine
 	// stage of the active run (SnapshotPending, Uploading) and a message about it.
 	stage, stageMessage string
-	// runFailure ends the active run as failed with this message (e.g. the snapshot failed).
-	runFailure string
+	// runFailure ends the active run as failed with this message (e.g. the snapshot failed), and
+	// runFailureReason names why (lastRun.reason).
+	runFailure, runFailureReason string
+	// snapshotClass is the VolumeSnapshotClass of the next run's snapshot, when spec.snapshot is
+	// set and checkDependencies resolved it.
+	snapshotClass string
 	// finished is the run that ended in this reconcile, for events and metrics.
 	finished *storagev1.RunStatus
 	// schedule is the parsed spec.schedule; next the next scheduled time; requeue the time to
@@ -221,7 +225,7 @@ func (r *PVCBackupReconciler) reconcileActiveRun(ctx context.Context, s *scope) 
 		return err
 	}
 	if s.runFailure != "" {
-		return r.finishRun(ctx, s, storagev1.RunStatus{Result: storagev1.RunFailed, Message: s.runFailure})
+		return r.finishRun(ctx, s, storagev1.RunStatus{Result: storagev1.RunFailed, Reason: s.runFailureReason, Message: s.runFailure})
 	}
 	if claim == "" { // waiting for the snapshot
 		s.requeue = min(s.requeue, 10*time.Second)

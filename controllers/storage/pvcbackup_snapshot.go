@@ -18,8 +18,16 @@ import (
 )
 
 // snapshotReadyBound is how long a VolumeSnapshot may stay not-ready before the run's status says
-// so loudly (the run keeps waiting: some drivers take long for big volumes).
+// so loudly (the run keeps waiting, until its deadline: some drivers take long for big volumes).
 const snapshotReadyBound = 10 * time.Minute
+
+const (
+	// ReasonSnapshotFailed (lastRun.reason): the VolumeSnapshot reported an error.
+	ReasonSnapshotFailed = "SnapshotFailed"
+	// ReasonSnapshotNotReady (lastRun.reason): the VolumeSnapshot was not ready to use by the
+	// run's deadline (spec.mover.activeDeadlineSeconds, counted from the run's start).
+	ReasonSnapshotNotReady = "SnapshotNotReady"
+)
 
 // ensureSourceClaim returns the claim the mover reads: the PVC itself, or — with a snapshot class
 // — a temporary PVC restored from a VolumeSnapshot of it, once that snapshot is ready.
@@ -35,10 +43,20 @@ func (r *PVCBackupReconciler) ensureSourceClaim(ctx context.Context, s *scope) (
 	name := runObjectName(pb, run)
 	vs := &snapshotv1.VolumeSnapshot{ObjectMeta: metav1.ObjectMeta{Namespace: pb.Namespace, Name: name}}
 	if err := r.Get(ctx, client.ObjectKeyFromObject(vs), vs); apierrors.IsNotFound(err) {
+		class := s.snapshotClass
+		if class == "" { // the run started in an earlier reconcile, whose Create failed
+			source := &corev1.PersistentVolumeClaim{}
+			if err := r.Get(ctx, client.ObjectKey{Namespace: pb.Namespace, Name: pb.Spec.PVCName}, source); err != nil {
+				return "", fmt.Errorf("get source PVC: %w", err)
+			}
+			if class, err = r.resolveSnapshotClass(ctx, s, source); err != nil {
+				return "", err
+			}
+		}
 		vs.Labels = runLabels(pb, run)
 		vs.Spec = snapshotv1.VolumeSnapshotSpec{
 			Source:                  snapshotv1.VolumeSnapshotSource{PersistentVolumeClaimName: ptr.To(pb.Spec.PVCName)},
-			VolumeSnapshotClassName: ptr.To(pb.Spec.Snapshot.VolumeSnapshotClassName),
+			VolumeSnapshotClassName: ptr.To(class),
 		}
 		if err := controllerutil.SetControllerReference(pb, vs, r.Scheme()); err != nil {
 			return "", err
@@ -52,15 +70,25 @@ func (r *PVCBackupReconciler) ensureSourceClaim(ctx context.Context, s *scope) (
 		return "", fmt.Errorf("get VolumeSnapshot: %w", err)
 	}
 	if st := vs.Status; st != nil && st.Error != nil && st.Error.Message != nil {
-		s.runFailure = fmt.Sprintf("VolumeSnapshot %s failed: %s", name, *st.Error.Message)
+		s.runFailure, s.runFailureReason = fmt.Sprintf("VolumeSnapshot %s failed: %s", name, *st.Error.Message), ReasonSnapshotFailed
 		return "", nil
 	}
 	if vs.Status == nil || !ptr.Deref(vs.Status.ReadyToUse, false) {
 		s.stage = ReasonSnapshotPending
-		if age := s.now.Sub(vs.CreationTimestamp.Time); age > snapshotReadyBound {
-			s.stageMessage = fmt.Sprintf("VolumeSnapshot %s is not ready after %s; check the CSI driver and snapshot class %q",
-				name, age.Round(time.Second), pb.Spec.Snapshot.VolumeSnapshotClassName)
+		class := ptr.Deref(vs.Spec.VolumeSnapshotClassName, "")
+		age := s.now.Sub(vs.CreationTimestamp.Time).Round(time.Second)
+		if deadline := runDeadline(pb, run); !s.now.Before(deadline) {
+			s.runFailure, s.runFailureReason = fmt.Sprintf(
+				"VolumeSnapshot %s (class %q) was not ready to use %s after it was created, at the run's deadline "+
+					"(spec.mover.activeDeadlineSeconds %d): %s; it is deleted with the run",
+				name, class, age, pb.Spec.Mover.Deadline(), snapshotProgress(vs)), ReasonSnapshotNotReady
+			return "", nil
 		}
+		if age > snapshotReadyBound {
+			s.stageMessage = fmt.Sprintf("VolumeSnapshot %s is not ready after %s (%s); check the CSI driver and snapshot class %q",
+				name, age, snapshotProgress(vs), class)
+		}
+		s.requeue = min(s.requeue, max(time.Second, runDeadline(pb, run).Sub(s.now)))
 		return "", nil
 	}
 
@@ -81,6 +109,22 @@ func (r *PVCBackupReconciler) ensureSourceClaim(ctx context.Context, s *scope) (
 		return "", fmt.Errorf("get PVC from snapshot: %w", err)
 	}
 	return name, nil
+}
+
+// snapshotProgress says how far the snapshot got: with no VolumeSnapshotContent bound, the
+// snapshot controller has not acted on it; with one but no creation time, the CSI driver (its
+// csi-snapshotter sidecar) has not cut it.
+func snapshotProgress(vs *snapshotv1.VolumeSnapshot) string {
+	st := vs.Status
+	switch {
+	case st == nil || st.BoundVolumeSnapshotContentName == nil:
+		return "no VolumeSnapshotContent is bound to it: is the snapshot controller running?"
+	case st.CreationTime == nil:
+		return fmt.Sprintf("VolumeSnapshotContent %s has no snapshot yet: is the CSI driver (its csi-snapshotter sidecar) running?",
+			*st.BoundVolumeSnapshotContentName)
+	default:
+		return fmt.Sprintf("the snapshot was cut at %s but the driver has not reported it ready to use", st.CreationTime.UTC().Format(time.RFC3339))
+	}
 }
 
 // desiredSnapshotClaim is a PVC restored from the run's snapshot, like the source PVC.

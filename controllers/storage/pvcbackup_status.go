@@ -18,11 +18,17 @@ const (
 	ReasonInvalidSchedule      = "InvalidSchedule"      // False, stalled: the cron expression or time zone is wrong
 	ReasonInvalidSpec          = "InvalidSpec"          // False, stalled: a Job or S3 config built from the spec was rejected
 	ReasonSnapshotsUnsupported = "SnapshotsUnsupported" // False, stalled: spec.snapshot without the VolumeSnapshot API
-	ReasonPVCNotFound          = "PVCNotFound"          // False, polled
-	ReasonCredentialsNotFound  = "CredentialsNotFound"  // False, polled: Secret or key missing
-	ReasonCredentialsRejected  = "CredentialsRejected"  // False, polled: S3 refused them
-	ReasonBucketNotFound       = "BucketNotFound"       // False, polled
-	ReasonEndpointUnreachable  = "EndpointUnreachable"  // False, polled
+	// ReasonSnapshotClassNotFound (False, polled): spec.snapshot.volumeSnapshotClassName names no
+	// class, or a class of another driver than the PVC's.
+	ReasonSnapshotClassNotFound = "SnapshotClassNotFound"
+	// ReasonNoDefaultSnapshotClass (False, polled): spec.snapshot names no class and the PVC's
+	// driver has no default VolumeSnapshotClass (or more than one).
+	ReasonNoDefaultSnapshotClass = "NoDefaultSnapshotClass"
+	ReasonPVCNotFound            = "PVCNotFound"         // False, polled
+	ReasonCredentialsNotFound    = "CredentialsNotFound" // False, polled: Secret or key missing
+	ReasonCredentialsRejected    = "CredentialsRejected" // False, polled: S3 refused them
+	ReasonBucketNotFound         = "BucketNotFound"      // False, polled
+	ReasonEndpointUnreachable    = "EndpointUnreachable" // False, polled
 	// RepositoryPasswordMissing: False, polled: engine Kopia and no password in the Secret.
 	ReasonRepositoryPasswordMissing = "RepositoryPasswordMissing"
 	ReasonBackupFailed              = "BackupFailed" // False: the last run failed; the next tick tries again

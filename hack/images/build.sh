@@ -36,7 +36,20 @@
 #   operator-v<x.y.z>.tar   quay.io/okgoes/okgoes-operator:v<x.y.z>   the manager of every release,
 #                           built from its release commit ($RELEASE_REFS), as users run it
 #
-#   hack/images/build.sh [pause|operator|redis|minio|tools|olm|opm|releases|bundles|scorecard|scorecard-test|scorecard-untar|redis-sample ...]
+# and, for the CSI stack of the local cluster (hack/csi), images under the references upstream's
+# manifests name, each holding the binary hack/tools/csi/build.sh builds from ../shared/third_party,
+# laid out as upstream's Dockerfile lays it out (the binary at /, as its entrypoint, root):
+#
+#   csi-hostpathplugin.tar             registry.k8s.io/sig-storage/hostpathplugin:v1.18.0, plus busybox's
+#                                      tar, gzip, mount and umount (upstream's image is alpine with
+#                                      util-linux and tar: the driver runs them for snapshots and mounts)
+#   csi-provisioner.tar                registry.k8s.io/sig-storage/csi-provisioner:v6.3.0
+#   csi-node-driver-registrar.tar      registry.k8s.io/sig-storage/csi-node-driver-registrar:v2.17.0
+#   csi-snapshotter.tar                registry.k8s.io/sig-storage/csi-snapshotter:v8.6.0
+#   csi-snapshot-controller.tar        registry.k8s.io/sig-storage/snapshot-controller:v8.6.0
+#   (`hack/images/build.sh csi` builds all five)
+#
+#   hack/images/build.sh [pause|operator|redis|minio|tools|csi|olm|opm|releases|bundles|scorecard|scorecard-test|scorecard-untar|redis-sample ...]
 #   (default: the e2e images)
 #
 # The operator image, the bundle images and the scorecard image are rebuilt on every
@@ -89,7 +102,7 @@ busybox_links() {
 build() {
 	local name=$1 dest=$out/$1.tar
 	case $name in
-	operator | releases | bundles | scorecard) ;;
+	operator | releases | bundles | scorecard | csi) ;;
 	*) if [ -f "$dest" ] && [ "$dest" -nt "$0" ]; then return 0; fi ;;
 	esac
 	local start=$SECONDS
@@ -166,6 +179,10 @@ build() {
 		scorecard_images
 		return 0
 		;;
+	csi)
+		csi_images
+		return 0
+		;;
 	releases)
 		release_images
 		return 0
@@ -230,6 +247,30 @@ bundle_images() {
 	echo "images: built the bundle images in $((SECONDS - start))s" >&2
 }
 
+# csi_images writes the images of the CSI stack (hack/csi) that are missing or older than this script.
+csi_images() {
+	local start=$SECONDS bin=$root/bin/csi built=0 name ref dest
+	"$root/hack/tools/csi/build.sh" "$bin"
+	for name in hostpathplugin:v1.18.0 csi-provisioner:v6.3.0 csi-node-driver-registrar:v2.17.0 \
+		csi-snapshotter:v8.6.0 snapshot-controller:v8.6.0; do
+		ref=registry.k8s.io/sig-storage/$name
+		name=${name%:*}
+		dest=$out/csi-${name#csi-}.tar
+		if [ -f "$dest" ] && [ "$dest" -nt "$0" ] && [ "$dest" -nt "$bin/$name" ]; then continue; fi
+		if [ "$name" = hostpathplugin ]; then
+			need_debs busybox-static
+			# shellcheck disable=SC2046 # one flag per word
+			ociimage -ref "$ref" -o "$dest" -file "/$name=$bin/$name" -file /bin/busybox \
+				$(busybox_links) -link /bin/gzip=busybox -link /bin/mount=busybox -link /bin/umount=busybox \
+				-dir /tmp=1777 -env PATH=/bin -entrypoint "/$name" >/dev/null
+		else
+			ociimage -ref "$ref" -o "$dest" -file "/$name=$bin/$name" -entrypoint "/$name" >/dev/null
+		fi
+		built=$((built + 1))
+	done
+	[ $built -eq 0 ] || echo "images: built $built CSI images in $((SECONDS - start))s" >&2
+}
+
 BUNDLE_IMAGE_BASE=${BUNDLE_IMAGE_BASE:-quay.io/okgoes/okgoes-operator-bundle}
 
 # scorecard_images writes scorecard-v<version>.tar for every scorecard test image the scorecard
@@ -248,7 +289,7 @@ scorecard_images() {
 }
 
 if [ $# -eq 0 ]; then
-	set -- pause operator redis minio tools
+	set -- pause operator redis minio tools csi
 fi
 for name in "$@"; do
 	build "$name"

@@ -286,13 +286,16 @@ type SecretKeySelector struct {
 	Key string `json:"key,omitempty"`
 }
 
-// SnapshotOptions selects the CSI snapshot class.
+// SnapshotOptions selects the CSI snapshot class. `snapshot: {}` takes the snapshot with the
+// default VolumeSnapshotClass of the PVC's CSI driver.
 type SnapshotOptions struct {
-	// VolumeSnapshotClassName of the snapshot taken before each backup.
-	// +kubebuilder:validation:MinLength=1
+	// VolumeSnapshotClassName of the snapshot taken before each backup. Empty: the
+	// VolumeSnapshotClass of the PVC's CSI driver annotated
+	// snapshot.storage.kubernetes.io/is-default-class: "true" (exactly one must be).
 	// +kubebuilder:validation:MaxLength=253
+	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Volume Snapshot Class",xDescriptors={"urn:alm:descriptor:io.kubernetes:snapshot.storage.k8s.io:v1:VolumeSnapshotClass"}
-	VolumeSnapshotClassName string `json:"volumeSnapshotClassName"`
+	VolumeSnapshotClassName string `json:"volumeSnapshotClassName,omitempty"`
 }
 
 // MoverOptions tune the mover pod.
