@@ -58,7 +58,7 @@ type auditEvent struct {
 	} `json:"user"`
 	UserAgent  string `json:"userAgent"`
 	RequestURI string `json:"requestURI"`
-	ObjectRef *struct {
+	ObjectRef  *struct {
 		Resource    string `json:"resource"`
 		Namespace   string `json:"namespace"`
 		Name        string `json:"name"`
