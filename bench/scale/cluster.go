@@ -46,7 +46,8 @@ func startControlPlane(assets, crds, dir string) (*controlPlane, error) {
 		Set("audit-policy-file", policy).
 		Set("audit-log-path", logPath).
 		Set("audit-log-format", "json").
-		Set("audit-log-maxsize", "0") // never rotate: the harness reads one file
+		Set("audit-log-maxsize", "0").                 // never rotate: the harness reads one file
+		Set("service-cluster-ip-range", "10.0.0.0/16") // envtest's /24 holds 254 Services: too few caches
 	cfg, err := env.Start()
 	if err != nil {
 		_ = env.Stop()

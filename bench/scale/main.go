@@ -19,8 +19,11 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strings"
+	"sync"
+	"syscall"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -87,11 +90,13 @@ func run(f flags) error {
 		return err
 	}
 	defer cp.stop()
+	onSignal(cp.stop)
 	s3, err := startMinIO(f.minio, f.work)
 	if err != nil {
 		return err
 	}
 	defer s3.stop()
+	onSignal(s3.stop)
 	h, err := newHarness(cp, s3)
 	if err != nil {
 		return err
@@ -110,6 +115,7 @@ func run(f flags) error {
 		return err
 	}
 	defer mgr.stop()
+	onSignal(mgr.stop)
 	h.mgr = mgr
 	if rep.initialSync, err = h.measureConvergence(ctx, "initial sync", f.backups, time.Now(), 15*time.Minute,
 		func(ctx context.Context) (int, error) { return h.convergedBackups(ctx, nsBackups) }); err != nil {
@@ -150,6 +156,32 @@ func run(f flags) error {
 	}
 	rep.print(os.Stdout)
 	return nil
+}
+
+var (
+	cleanupMu sync.Mutex
+	cleanups  []func()
+	watching  sync.Once
+)
+
+// onSignal runs stop (after the stops registered later) when SIGINT or SIGTERM ends the run:
+// no API server, etcd, MinIO or manager outlives the harness.
+func onSignal(stop func()) {
+	cleanupMu.Lock()
+	cleanups = append(cleanups, stop)
+	cleanupMu.Unlock()
+	watching.Do(func() {
+		ch := make(chan os.Signal, 1)
+		signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
+		go func() {
+			<-ch
+			cleanupMu.Lock()
+			for i := len(cleanups) - 1; i >= 0; i-- {
+				cleanups[i]()
+			}
+			os.Exit(1)
+		}()
+	})
 }
 
 func progress(msg string) {
