@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	storagev1 "github.com/okgoes/okgoes-operator/api/storage/v1"
@@ -72,13 +73,14 @@ func classifyS3Error(err error, bucket string, poll time.Duration) error {
 	}
 }
 
-// storeFor opens the ObjectStore of the PVCBackup, once per reconcile.
+// storeFor opens the ObjectStore of the PVCBackup, once per reconcile. A reconcile that starts a
+// run reads the credentials fresh (s.fresh): its Job is built from them.
 func (r *PVCBackupReconciler) storeFor(ctx context.Context, s *scope) (ObjectStore, error) {
 	if s.store != nil {
 		return s.store, nil
 	}
 	src := backupSource(s.backup)
-	store, secret, err := openStore(ctx, r.APIReader, r.Stores, src, r.poll())
+	store, secret, err := openStore(ctx, r.Deps, src, s.freshCredentials)
 	if err == nil {
 		s.store = store
 		why := "kopia backups (spec.engine Kopia) are"
@@ -131,15 +133,16 @@ func backupSource(pb *storagev1.PVCBackup) s3Source {
 	return s3Source{namespace: pb.Namespace, bucket: pb.Spec.S3Bucket, location: pb.Spec.S3, fields: s3Fields{location: "spec.s3"}}
 }
 
-// openStore opens the bucket of src with the credentials of its Secret, read uncached, and
-// returns that Secret too (for checkPassword). A missing Secret, or a missing or empty key, is a
-// Waiting CredentialsNotFound, polled every poll; the messages name the source's fields.
-func openStore(ctx context.Context, reader client.Reader, stores StoreFactory, src s3Source, poll time.Duration) (ObjectStore, *corev1.Secret, error) {
-	fields, loc := src.fields, src.location
+// openStore opens the bucket of src with the credentials of its Secret and returns that Secret
+// too (for checkPassword). The Secret is read uncached from the API server, or from cache when
+// it was read there less than its TTL ago and fresh is false; the ObjectStore is the cache's for
+// the same bucket and Secret version. A missing Secret, or a missing or empty key, is a Waiting
+// CredentialsNotFound, polled every poll; the messages name the source's fields.
+func openStore(ctx context.Context, deps Deps, src s3Source, fresh bool) (ObjectStore, *corev1.Secret, error) {
+	fields, loc, poll := src.fields, src.location, deps.poll()
 	ref := loc.CredentialsSecretRef
 	by := fields.field("credentialsSecretRef")
-	secret := &corev1.Secret{}
-	err := reader.Get(ctx, client.ObjectKey{Namespace: src.namespace, Name: ref.Name}, secret)
+	secret, err := deps.S3Cache.getSecret(ctx, deps.APIReader, types.NamespacedName{Namespace: src.namespace, Name: ref.Name}, fresh)
 	switch {
 	case apierrors.IsNotFound(err):
 		return nil, nil, errclass.Waiting(ReasonCredentialsNotFound, fmt.Sprintf("Secret %q named by %s does not exist", ref.Name, by), poll)
@@ -156,10 +159,11 @@ func openStore(ctx context.Context, reader client.Reader, stores StoreFactory, s
 		Endpoint: loc.Endpoint, Region: loc.Region, Bucket: src.bucket, Insecure: loc.Insecure,
 		AccessKey: string(secret.Data[accessKey]), SecretKey: string(secret.Data[secretKey]),
 	}
+	var caSecret *corev1.Secret
 	if ca := loc.CABundleSecretRef; ca != nil {
 		by := fields.field("caBundleSecretRef")
-		caSecret := &corev1.Secret{}
-		if err := reader.Get(ctx, client.ObjectKey{Namespace: src.namespace, Name: ca.Name}, caSecret); err != nil {
+		caSecret, err = deps.S3Cache.getSecret(ctx, deps.APIReader, types.NamespacedName{Namespace: src.namespace, Name: ca.Name}, fresh)
+		if err != nil {
 			if apierrors.IsNotFound(err) {
 				return nil, nil, errclass.Waiting(ReasonCredentialsNotFound, fmt.Sprintf("CA bundle Secret %q named by %s does not exist", ca.Name, by), poll)
 			}
@@ -170,7 +174,13 @@ func openStore(ctx context.Context, reader client.Reader, stores StoreFactory, s
 		}
 		cfg.CABundle = caSecret.Data[caKey(ca)]
 	}
-	store, err := stores(cfg)
+	caKeyName := ""
+	if loc.CABundleSecretRef != nil {
+		caKeyName = caKey(loc.CABundleSecretRef)
+	}
+	store, err := deps.S3Cache.store(keyOf(cfg, secret, caSecret, accessKey, secretKey, caKeyName), func() (ObjectStore, error) {
+		return deps.Stores(cfg)
+	})
 	if err != nil {
 		return nil, nil, errclass.Stalled(ReasonInvalidSpec, fmt.Sprintf("S3 configuration: %v", err))
 	}

@@ -34,8 +34,8 @@ import (
 const (
 	// finalizer guards the S3 objects of a PVCBackup with deletionPolicy Delete.
 	finalizer = "storage.okgoes.com/delete-backups"
-	// defaultPollInterval re-checks a missing PVC, Secret or bucket (the design's 30 s).
-	defaultPollInterval = 30 * time.Second
+	// DefaultPollInterval re-checks a missing PVC, Secret or bucket (the design's 30 s).
+	DefaultPollInterval = 30 * time.Second
 	// runPollInterval is the safety-net requeue while a run is in progress; Job and snapshot
 	// updates normally wake the reconciler first.
 	runPollInterval = 30 * time.Second
@@ -67,7 +67,8 @@ func MinioStores(cfg objectstore.Config) (ObjectStore, error) { return objectsto
 // mover image.
 type Deps struct {
 	// APIReader reads Secrets and pods uncached: the operator needs only get/list on them and
-	// keeps no Secret in memory.
+	// keeps no Secret in its informer cache (S3Cache keeps the few credentials Secrets in use,
+	// for a poll interval).
 	APIReader client.Reader
 	Recorder  record.EventRecorder
 	Clock     schedule.Clock
@@ -76,13 +77,16 @@ type Deps struct {
 	MoverImage string
 	// PollInterval re-checks missing dependencies (default 30s).
 	PollInterval time.Duration
+	// S3Cache, when set, shares credentials Secret reads, S3 clients and bucket checks between
+	// reconciles (the manager sets it; nil reads and checks on every reconcile).
+	S3Cache *S3Cache
 }
 
 func (d Deps) poll() time.Duration {
 	if d.PollInterval > 0 {
 		return d.PollInterval
 	}
-	return defaultPollInterval
+	return DefaultPollInterval
 }
 
 func (d Deps) check() error {
@@ -108,6 +112,9 @@ type scope struct {
 	// the credentials Secret said about the kopia password (nil: it has one).
 	store       ObjectStore
 	passwordErr error
+	// freshCredentials makes storeFor read the credentials Secret from the API server rather than
+	// from the S3Cache: set when a run is due, as its Job is built from them.
+	freshCredentials bool
 	// engine is the engine of the next run, when this reconcile resolved it.
 	engine storagev1.BackupEngine
 	// stage of the active run (SnapshotPending, Uploading) and a message about it.
@@ -423,6 +430,7 @@ func (r *PVCBackupReconciler) reconcileNextRun(ctx context.Context, s *scope) er
 		// kopia wrote: its engine shows right after the upgrade, not at its next run). Until it
 		// is, a due tick stays due (and runs late, within startingDeadlineSeconds).
 		checkBucket := start || pb.Status.ObservedGeneration != pb.Generation || s3Trouble(pb) || pb.Status.Engine == ""
+		s.freshCredentials = start
 		if err := r.checkDependencies(ctx, s, checkBucket); err != nil {
 			return err
 		}

@@ -1,0 +1,127 @@
+package storage
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/okgoes/okgoes-operator/internal/objectstore"
+)
+
+// countingReader counts the Secret reads that reach the API server.
+type countingReader struct {
+	client.Reader
+	mu      sync.Mutex
+	secrets int
+}
+
+func (c *countingReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if _, ok := obj.(*corev1.Secret); ok {
+		c.mu.Lock()
+		c.secrets++
+		c.mu.Unlock()
+	}
+	return c.Reader.Get(ctx, key, obj, opts...)
+}
+
+func (c *countingReader) secretReads() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.secrets
+}
+
+// countingStores opens real MinIO stores and counts the stores opened and the bucket checks
+// that reach S3.
+type countingStores struct {
+	mu            sync.Mutex
+	opened, check int
+}
+
+func (c *countingStores) open(cfg objectstore.Config) (ObjectStore, error) {
+	s, err := MinioStores(cfg)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	c.opened++
+	c.mu.Unlock()
+	return &bucketCheckCounter{ObjectStore: s, c: c}, nil
+}
+
+func (c *countingStores) counts() (opened, checks int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.opened, c.check
+}
+
+type bucketCheckCounter struct {
+	ObjectStore
+	c *countingStores
+}
+
+func (b *bucketCheckCounter) BucketExists(ctx context.Context) (bool, error) {
+	b.c.mu.Lock()
+	b.c.check++
+	b.c.mu.Unlock()
+	return b.ObjectStore.BucketExists(ctx)
+}
+
+// Many PVCBackups sharing one credentials Secret and bucket (the usual cluster) cost the API
+// server one Secret read and S3 one bucket check per poll interval, not one per PVCBackup; a run
+// about to start reads the Secret fresh, and a changed Secret gets a new S3 client.
+func TestSharedCredentialsAreReadOnceAndTheBucketCheckedOncePerPoll(t *testing.T) {
+	w := newWorld(t)
+	reader := &countingReader{Reader: k8s}
+	stores := &countingStores{}
+	deps := w.deps(reader)
+	deps.Stores, deps.PollInterval = stores.open, time.Minute
+	deps.S3Cache = &S3Cache{TTL: time.Minute}
+	w.r.Deps = deps
+
+	const n = 20
+	var backups []string
+	for i := range n {
+		pb := w.backup(fmt.Sprintf("app-%02d", i), "0 * * * *")
+		w.create(pb)
+		if w.reconcile(pb); pb.Status.ObservedGeneration != pb.Generation || condition(pb, "Ready").Status != "True" {
+			t.Fatalf("%s: not Ready after its first reconcile: %+v", pb.Name, pb.Status.Conditions)
+		}
+		backups = append(backups, pb.Name)
+	}
+	opened, checks := stores.counts()
+	if got := reader.secretReads(); got != 1 || opened != 1 || checks != 1 {
+		t.Errorf("%d PVCBackups of one Secret and bucket: %d Secret reads, %d S3 clients, %d bucket checks; want 1 each", n, got, opened, checks)
+	}
+
+	// The tick: each run reads the credentials fresh before its Job is created; the bucket
+	// check of the poll interval still holds.
+	pb := w.backup(backups[0], "")
+	w.must(k8s.Get(testCtx, client.ObjectKeyFromObject(pb), pb))
+	w.clock.Set(pb.CreationTimestamp.Time.Truncate(time.Hour).Add(time.Hour + time.Second))
+	if w.reconcile(pb); pb.Status.ActiveRun == nil {
+		t.Fatal("no run started at the tick")
+	}
+	opened, checks = stores.counts()
+	if got := reader.secretReads(); got != 2 || opened != 1 || checks != 1 {
+		t.Errorf("a run start: %d Secret reads (want 2: one fresh), %d S3 clients (want 1), %d bucket checks (want 1)", got, opened, checks)
+	}
+
+	// Rotated credentials: the next run start sees the new Secret and opens a new client.
+	secret := &corev1.Secret{}
+	w.must(k8s.Get(testCtx, client.ObjectKey{Namespace: w.ns, Name: "s3-creds"}, secret))
+	secret.StringData = map[string]string{"rotated": "yes"}
+	w.must(k8s.Update(testCtx, secret))
+	pb = w.backup(backups[1], "")
+	w.must(k8s.Get(testCtx, client.ObjectKeyFromObject(pb), pb))
+	if w.reconcile(pb); pb.Status.ActiveRun == nil {
+		t.Fatal("no run started at the tick")
+	}
+	if opened, _ = stores.counts(); opened != 2 {
+		t.Errorf("after the Secret changed, %d S3 clients were opened; want a new one (2)", opened)
+	}
+}
