@@ -5,8 +5,11 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/labels"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -20,6 +23,15 @@ type Options struct {
 	MaxConcurrentReconciles int
 	// Wrap, when set, wraps the reconciler (instrumentation, e.g. counting reconciles in tests).
 	Wrap func(reconcile.Reconciler) reconcile.Reconciler
+}
+
+// CachedObjects restricts the manager's Job informer to the operator's own Jobs (every mover Job
+// is labelled app.kubernetes.io/managed-by=okgoes-operator): without it the cache holds every Job
+// of the cluster. PersistentVolumeClaims stay fully cached: a PVCBackup reads the user's PVC.
+func CachedObjects() map[client.Object]cache.ByObject {
+	return map[client.Object]cache.ByObject{
+		&batchv1.Job{}: {Label: labels.SelectorFromSet(labels.Set{"app.kubernetes.io/managed-by": "okgoes-operator"})},
+	}
 }
 
 // SnapshotAPIServed tells whether the cluster serves snapshot.storage.k8s.io/v1 VolumeSnapshots;
