@@ -112,6 +112,8 @@ type scope struct {
 	// the credentials Secret said about the kopia password (nil: it has one).
 	store       ObjectStore
 	passwordErr error
+	// checkedFresh is set once ensureFresh found the PVCBackup current in this reconcile.
+	checkedFresh bool
 	// freshCredentials makes storeFor read the credentials Secret from the API server rather than
 	// from the S3Cache: set when a run is due, as its Job is built from them.
 	freshCredentials bool
@@ -220,9 +222,6 @@ func (r *PVCBackupReconciler) reconcileActiveRun(ctx context.Context, s *scope) 
 	if run == nil {
 		return nil
 	}
-	if err := ensureFresh(ctx, r.APIReader, pb); err != nil {
-		return err
-	}
 	claim, err := r.ensureSourceClaim(ctx, s)
 	if err != nil {
 		return err
@@ -238,6 +237,9 @@ func (r *PVCBackupReconciler) reconcileActiveRun(ctx context.Context, s *scope) 
 	job := &batchv1.Job{}
 	err = r.Get(ctx, client.ObjectKey{Namespace: pb.Namespace, Name: runObjectName(pb, run)}, job)
 	if apierrors.IsNotFound(err) {
+		if err := r.ensureFresh(ctx, s); err != nil {
+			return err
+		}
 		job = desiredBackupJob(pb, run, claim, r.MoverImage, remainingSeconds(runDeadline(pb, run), s.now))
 		if err := controllerutil.SetControllerReference(pb, job, r.Scheme()); err != nil {
 			return err
@@ -303,6 +305,9 @@ func (r *PVCBackupReconciler) reconcileVerify(ctx context.Context, s *scope) (ve
 	job := &batchv1.Job{}
 	err = r.Get(ctx, client.ObjectKey{Namespace: pb.Namespace, Name: verifyJobName(pb, run)}, job)
 	if apierrors.IsNotFound(err) {
+		if err := r.ensureFresh(ctx, s); err != nil {
+			return false, "", false, err
+		}
 		job = desiredVerifyJob(pb, run, r.MoverImage, remainingSeconds(runDeadline(pb, run), s.now))
 		if err := controllerutil.SetControllerReference(pb, job, r.Scheme()); err != nil {
 			return false, "", false, err

@@ -10,23 +10,33 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	storagev1 "github.com/okgoes/okgoes-operator/api/storage/v1"
 	"github.com/okgoes/okgoes-operator/internal/objectstore"
 )
 
-// countingReader counts the Secret reads that reach the API server.
+// countingReader counts the Secret and PVCBackup reads that reach the API server.
 type countingReader struct {
 	client.Reader
-	mu      sync.Mutex
-	secrets int
+	mu               sync.Mutex
+	secrets, backups int
 }
 
 func (c *countingReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-	if _, ok := obj.(*corev1.Secret); ok {
-		c.mu.Lock()
+	c.mu.Lock()
+	switch obj.(type) {
+	case *corev1.Secret:
 		c.secrets++
-		c.mu.Unlock()
+	case *storagev1.PVCBackup:
+		c.backups++
 	}
+	c.mu.Unlock()
 	return c.Reader.Get(ctx, key, obj, opts...)
+}
+
+func (c *countingReader) backupReads() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.backups
 }
 
 func (c *countingReader) secretReads() int {
@@ -123,5 +133,32 @@ func TestSharedCredentialsAreReadOnceAndTheBucketCheckedOncePerPoll(t *testing.T
 	}
 	if opened, _ = stores.counts(); opened != 2 {
 		t.Errorf("after the Secret changed, %d S3 clients were opened; want a new one (2)", opened)
+	}
+}
+
+// A run in progress is polled (and woken by its Job) without uncached reads of its PVCBackup:
+// the stale-cache guard reads it fresh only right before the run's Job is created.
+func TestAnActiveRunIsFollowedWithoutReadingThePVCBackupUncached(t *testing.T) {
+	w := newWorld(t)
+	reader := &countingReader{Reader: k8s}
+	deps := w.deps(reader)
+	deps.S3Cache = &S3Cache{TTL: time.Minute}
+	w.r.Deps = deps
+	pb := w.backup("app", "0 * * * *")
+	w.create(pb)
+	w.reconcile(pb)
+	w.clock.Set(pb.CreationTimestamp.Time.Truncate(time.Hour).Add(time.Hour + time.Second))
+	if w.reconcile(pb); pb.Status.ActiveRun == nil || len(w.jobs()) != 1 {
+		t.Fatalf("no run started at the tick: %+v", pb.Status)
+	}
+	if got := reader.backupReads(); got != 1 {
+		t.Errorf("starting a run read the PVCBackup uncached %d times, want once (before its Job is created)", got)
+	}
+	for range 3 {
+		w.clock.Set(w.clock.Now().Add(30 * time.Second))
+		w.reconcile(pb)
+	}
+	if got := reader.backupReads(); got != 1 {
+		t.Errorf("3 polls of the active run read the PVCBackup uncached %d more times, want none", got-1)
 	}
 }
