@@ -185,11 +185,23 @@ func perObject(m map[string]int, n int) string {
 	}
 	sort.Slice(keys, func(i, j int) bool { return m[keys[i]] > m[keys[j]] || m[keys[i]] == m[keys[j]] && keys[i] < keys[j] })
 	var b strings.Builder
-	for i, k := range keys {
-		if i > 0 {
+	rare := 0 // requests of kinds below 0.01 per object (discovery, the webhook's CRD checks)
+	for _, k := range keys {
+		per := float64(m[k]) / float64(max(n, 1))
+		if per < 0.005 {
+			rare += m[k]
+			continue
+		}
+		if b.Len() > 0 {
 			b.WriteString(", ")
 		}
-		fmt.Fprintf(&b, "%s %.2f", k, float64(m[k])/float64(max(n, 1)))
+		fmt.Fprintf(&b, "%s %.2f", k, per)
+	}
+	if rare > 0 {
+		if b.Len() > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%d others", rare)
 	}
 	return b.String()
 }
