@@ -121,8 +121,10 @@ func run(f flags) error {
 		func(ctx context.Context) (int, error) { return h.convergedBackups(ctx, nsBackups) }); err != nil {
 		return err
 	}
-	if rep.restBackups, err = h.measureRest(ctx, "at rest, PVCBackups", f.rest, f.backups); err != nil {
-		return err
+	if f.backups > 0 {
+		if rep.restBackups, err = h.measureRest(ctx, "at rest, PVCBackups", f.rest, f.backups); err != nil {
+			return err
+		}
 	}
 
 	if f.caches > 0 {
