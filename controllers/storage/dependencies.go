@@ -73,14 +73,13 @@ func classifyS3Error(err error, bucket string, poll time.Duration) error {
 	}
 }
 
-// storeFor opens the ObjectStore of the PVCBackup, once per reconcile. A reconcile that starts a
-// run reads the credentials fresh (s.fresh): its Job is built from them.
+// storeFor opens the ObjectStore of the PVCBackup, once per reconcile.
 func (r *PVCBackupReconciler) storeFor(ctx context.Context, s *scope) (ObjectStore, error) {
 	if s.store != nil {
 		return s.store, nil
 	}
 	src := backupSource(s.backup)
-	store, secret, err := openStore(ctx, r.Deps, src, s.freshCredentials)
+	store, secret, err := openStore(ctx, r.Deps, src)
 	if err == nil {
 		s.store = store
 		why := "kopia backups (spec.engine Kopia) are"
@@ -134,15 +133,16 @@ func backupSource(pb *storagev1.PVCBackup) s3Source {
 }
 
 // openStore opens the bucket of src with the credentials of its Secret and returns that Secret
-// too (for checkPassword). The Secret is read uncached from the API server, or from cache when
-// it was read there less than its TTL ago and fresh is false; the ObjectStore is the cache's for
-// the same bucket and Secret version. A missing Secret, or a missing or empty key, is a Waiting
+// too (for checkPassword). The Secret is read uncached from the API server, or from the S3Cache
+// when it was read less than its TTL ago; the ObjectStore is the cache's for the same bucket and
+// Secret version. (The mover Jobs take the credentials by secretKeyRef, so a Job never carries
+// a stale copy.) A missing Secret, or a missing or empty key, is a Waiting
 // CredentialsNotFound, polled every poll; the messages name the source's fields.
-func openStore(ctx context.Context, deps Deps, src s3Source, fresh bool) (ObjectStore, *corev1.Secret, error) {
+func openStore(ctx context.Context, deps Deps, src s3Source) (ObjectStore, *corev1.Secret, error) {
 	fields, loc, poll := src.fields, src.location, deps.poll()
 	ref := loc.CredentialsSecretRef
 	by := fields.field("credentialsSecretRef")
-	secret, err := deps.S3Cache.getSecret(ctx, deps.APIReader, types.NamespacedName{Namespace: src.namespace, Name: ref.Name}, fresh)
+	secret, err := deps.S3Cache.getSecret(ctx, deps.APIReader, types.NamespacedName{Namespace: src.namespace, Name: ref.Name})
 	switch {
 	case apierrors.IsNotFound(err):
 		return nil, nil, errclass.Waiting(ReasonCredentialsNotFound, fmt.Sprintf("Secret %q named by %s does not exist", ref.Name, by), poll)
@@ -162,7 +162,7 @@ func openStore(ctx context.Context, deps Deps, src s3Source, fresh bool) (Object
 	var caSecret *corev1.Secret
 	if ca := loc.CABundleSecretRef; ca != nil {
 		by := fields.field("caBundleSecretRef")
-		caSecret, err = deps.S3Cache.getSecret(ctx, deps.APIReader, types.NamespacedName{Namespace: src.namespace, Name: ca.Name}, fresh)
+		caSecret, err = deps.S3Cache.getSecret(ctx, deps.APIReader, types.NamespacedName{Namespace: src.namespace, Name: ca.Name})
 		if err != nil {
 			if apierrors.IsNotFound(err) {
 				return nil, nil, errclass.Waiting(ReasonCredentialsNotFound, fmt.Sprintf("CA bundle Secret %q named by %s does not exist", ca.Name, by), poll)

@@ -114,9 +114,6 @@ type scope struct {
 	passwordErr error
 	// checkedFresh is set once ensureFresh found the PVCBackup current in this reconcile.
 	checkedFresh bool
-	// freshCredentials makes storeFor read the credentials Secret from the API server rather than
-	// from the S3Cache: set when a run is due, as its Job is built from them.
-	freshCredentials bool
 	// engine is the engine of the next run, when this reconcile resolved it.
 	engine storagev1.BackupEngine
 	// stage of the active run (SnapshotPending, Uploading) and a message about it.
@@ -435,7 +432,6 @@ func (r *PVCBackupReconciler) reconcileNextRun(ctx context.Context, s *scope) er
 		// kopia wrote: its engine shows right after the upgrade, not at its next run). Until it
 		// is, a due tick stays due (and runs late, within startingDeadlineSeconds).
 		checkBucket := start || pb.Status.ObservedGeneration != pb.Generation || s3Trouble(pb) || pb.Status.Engine == ""
-		s.freshCredentials = start
 		if err := r.checkDependencies(ctx, s, checkBucket); err != nil {
 			return err
 		}

@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -44,6 +45,14 @@ func SnapshotAPIServed(mgr ctrl.Manager) (bool, error) {
 	return err == nil, err
 }
 
+// notCreated passes the updates and deletions of a run's objects, not their creation: the
+// reconciler itself created them and has recorded the run, and the reconcile such an event would
+// wake competes, when many runs are due in the same minute, with the runs still to be started.
+// (At start-up every PVCBackup is reconciled anyway.)
+func notCreated() predicate.Predicate {
+	return predicate.Funcs{CreateFunc: func(event.CreateEvent) bool { return false }}
+}
+
 // SetupWithManager registers the controller. PVCBackups pass on spec changes (generation) and on
 // the deletion timestamp (generation too); Jobs and snapshots pass on status changes, which is
 // what moves a run forward.
@@ -53,10 +62,10 @@ func (r *PVCBackupReconciler) SetupWithManager(mgr ctrl.Manager, opts Options) e
 	}
 	b := ctrl.NewControllerManagedBy(mgr).
 		For(&storagev1.PVCBackup{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		Owns(&batchv1.Job{}).
-		Owns(&corev1.PersistentVolumeClaim{})
+		Owns(&batchv1.Job{}, builder.WithPredicates(notCreated())).
+		Owns(&corev1.PersistentVolumeClaim{}, builder.WithPredicates(notCreated()))
 	if r.SnapshotsAvailable {
-		b = b.Owns(&snapshotv1.VolumeSnapshot{})
+		b = b.Owns(&snapshotv1.VolumeSnapshot{}, builder.WithPredicates(notCreated()))
 	}
 	var rec reconcile.Reconciler = r
 	if opts.Wrap != nil {

@@ -19,8 +19,8 @@ import (
 // again) and checked the bucket.
 //
 //   - A credentials or CA Secret read is reused for TTL (only reads that found it: a missing
-//     Secret is looked for again at once). A reconcile that is about to create a Job reads it
-//     fresh.
+//     Secret is looked for again at once). The mover Jobs take the credentials by secretKeyRef,
+//     so none is built from a stale copy.
 //   - An ObjectStore is reused per (endpoint, region, bucket, TLS settings, Secret and its
 //     resourceVersion): a changed Secret opens a new one, and the old one is dropped.
 //   - A bucket check is answered from the last one of that store for TTL, errors included, so
@@ -75,9 +75,9 @@ func (c *cachedStore) BucketExists(ctx context.Context) (bool, error) {
 	return c.exists, c.err
 }
 
-// getSecret reads a Secret through the cache (fresh: from the API server, refreshing the cache).
-func (c *S3Cache) getSecret(ctx context.Context, reader client.Reader, key types.NamespacedName, fresh bool) (*corev1.Secret, error) {
-	if c != nil && !fresh {
+// getSecret reads a Secret through the cache.
+func (c *S3Cache) getSecret(ctx context.Context, reader client.Reader, key types.NamespacedName) (*corev1.Secret, error) {
+	if c != nil {
 		c.mu.Lock()
 		e, ok := c.secrets[key]
 		c.mu.Unlock()
