@@ -90,7 +90,8 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	fs.BoolVar(&c.leaderElect, "leader-elect", false, "Elect a leader so that only one manager replica reconciles.")
 	fs.StringVar(&c.leaderNamespace, "leader-election-namespace", "", "Namespace of the leader election Lease "+
 		"(default: the namespace the manager runs in).")
-	fs.IntVar(&c.maxConcurrent, "max-concurrent-reconciles", 4, "Objects reconciled at once, per controller.")
+	fs.IntVar(&c.maxConcurrent, "max-concurrent-reconciles", 16, "Objects reconciled at once, per controller "+
+		"(reconciles mostly wait on the API server: 16 start 300 backups due the same minute 1.6 × faster than 4, docs/benchmarks.md).")
 	fs.StringVar(&c.moverImage, "mover-image", os.Getenv("RELATED_IMAGE_MOVER"), "Image of the backup mover Jobs: "+
 		"the operator's own image (default $RELATED_IMAGE_MOVER, set by the deployment manifests).")
 	fs.IntVar(&c.webhook.port, "webhook-port", 9443, "Port of the conversion webhook (HTTPS).")

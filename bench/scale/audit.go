@@ -24,6 +24,7 @@ rules:
 // request is one audited API request of the manager.
 type request struct {
 	received    time.Time
+	latency     time.Duration // in the API server, receive to response complete
 	verb        string
 	resource    string // e.g. "pvcbackups", "pvcbackups/status"
 	namespace   string
@@ -68,6 +69,7 @@ type auditEvent struct {
 		Code int `json:"code"`
 	} `json:"responseStatus"`
 	RequestReceivedTimestamp time.Time `json:"requestReceivedTimestamp"`
+	StageTimestamp           time.Time `json:"stageTimestamp"`
 }
 
 // read takes in what the API server appended since the last call.
@@ -103,7 +105,8 @@ func (a *auditLog) read() error {
 		if ev.User.Username != a.user {
 			continue
 		}
-		req := request{received: ev.RequestReceivedTimestamp, verb: ev.Verb, userAgent: ev.UserAgent}
+		req := request{received: ev.RequestReceivedTimestamp, verb: ev.Verb, userAgent: ev.UserAgent,
+			latency: ev.StageTimestamp.Sub(ev.RequestReceivedTimestamp)}
 		if strings.Contains(ev.RequestURI, "dryRun=All") {
 			req.verb = "dry-run " + req.verb // validated, never stored: not a write
 		}
@@ -148,6 +151,8 @@ type requestStats struct {
 	NotFound    map[string]int `json:"notFound"`
 	ByVerbRes   map[string]int `json:"byVerbResource"`
 	WatchesOpen int            `json:"watches"`
+	// MeanLatency is the API server's mean time to answer the requests (watches excluded).
+	MeanLatency time.Duration `json:"meanLatency"`
 }
 
 func summarise(reqs []request, n int) requestStats {
@@ -158,6 +163,7 @@ func summarise(reqs []request, n int) requestStats {
 			continue // a watch is one long request, counted apart
 		}
 		s.Total++
+		s.MeanLatency += r.latency
 		s.ByVerb[r.verb]++
 		key := r.verb + " " + r.resource
 		s.ByVerbRes[key]++
@@ -170,6 +176,9 @@ func summarise(reqs []request, n int) requestStats {
 	}
 	if n > 0 {
 		s.PerObject = float64(s.Total) / float64(n)
+	}
+	if s.Total > 0 {
+		s.MeanLatency /= time.Duration(s.Total)
 	}
 	return s
 }
