@@ -76,6 +76,10 @@ k8s-assets: ## Build kube-apiserver, etcd, kubectl (bin/k8s), MinIO (bin/minio) 
 bench-engines: ## Benchmark the mover's kopia engine against restic (Debian's, apt-get install restic) on bin/minio; see docs/benchmarks.md. Quick run: BENCH_ENGINES_FLAGS='-scale 0.1'.
 	go run ./bench/engines $(BENCH_ENGINES_FLAGS)
 
+.PHONY: bench-scale
+bench-scale: k8s-assets ## Scale harness (issue 13): own kube-apiserver + etcd with an audit log, bin/minio, the manager as a process; see docs/benchmarks.md. Full size: BENCH_SCALE_FLAGS='-backups 10000 -caches 1000 -scheduled 1000 -foreign 10000'.
+	go run ./bench/scale $(BENCH_SCALE_FLAGS)
+
 ##@ Build
 
 .PHONY: build

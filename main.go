@@ -14,7 +14,6 @@ import (
 	"syscall"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -91,7 +90,8 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	fs.BoolVar(&c.leaderElect, "leader-elect", false, "Elect a leader so that only one manager replica reconciles.")
 	fs.StringVar(&c.leaderNamespace, "leader-election-namespace", "", "Namespace of the leader election Lease "+
 		"(default: the namespace the manager runs in).")
-	fs.IntVar(&c.maxConcurrent, "max-concurrent-reconciles", 4, "Objects reconciled at once, per controller.")
+	fs.IntVar(&c.maxConcurrent, "max-concurrent-reconciles", 16, "Objects reconciled at once, per controller "+
+		"(reconciles mostly wait on the API server: 16 start 300 backups due the same minute 1.6 × faster than 4, docs/benchmarks.md).")
 	fs.StringVar(&c.moverImage, "mover-image", os.Getenv("RELATED_IMAGE_MOVER"), "Image of the backup mover Jobs: "+
 		"the operator's own image (default $RELATED_IMAGE_MOVER, set by the deployment manifests).")
 	fs.IntVar(&c.webhook.port, "webhook-port", 9443, "Port of the conversion webhook (HTTPS).")
@@ -201,9 +201,7 @@ func newManager(restConfig *rest.Config, c config) (ctrl.Manager, error) {
 		LeaderElectionNamespace:       c.leaderNamespace,
 		LeaderElectionReleaseOnCancel: true,
 		Controller:                    ctrlconfig.Controller{SkipNameValidation: &c.inTest},
-		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
-			&corev1.Pod{}: {Label: cachecontrollers.PodCacheSelector()},
-		}},
+		Cache:                         cacheOptions(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("create manager: %w", err)
@@ -233,6 +231,8 @@ func newManager(restConfig *rest.Config, c config) (ctrl.Manager, error) {
 	if c.moverImage == "" {
 		return nil, fmt.Errorf("--mover-image (or $RELATED_IMAGE_MOVER) is required: the image of the backup Jobs")
 	}
+	// One cache for both controllers: PVCBackups and PVCRestores share Secrets and buckets.
+	s3Cache := &storagecontrollers.S3Cache{TTL: storagecontrollers.DefaultPollInterval}
 	deps := func(name string) storagecontrollers.Deps {
 		return storagecontrollers.Deps{
 			APIReader:  mgr.GetAPIReader(),
@@ -240,6 +240,7 @@ func newManager(restConfig *rest.Config, c config) (ctrl.Manager, error) {
 			Clock:      schedule.RealClock{},
 			Stores:     storagecontrollers.MinioStores,
 			MoverImage: c.moverImage,
+			S3Cache:    s3Cache,
 		}
 	}
 	if err := (&storagecontrollers.PVCBackupReconciler{
@@ -263,6 +264,17 @@ func newManager(restConfig *rest.Config, c config) (ctrl.Manager, error) {
 		return nil, err
 	}
 	return mgr, nil
+}
+
+// cacheOptions keep the manager's memory proportional to the operator's objects, not to the
+// cluster: informers of owned kinds hold only objects labelled as the operator's, and no cached
+// object keeps its managedFields (often half of its size; the controllers never read them).
+func cacheOptions() cache.Options {
+	byObject := cachecontrollers.CachedObjects()
+	for obj, opts := range storagecontrollers.CachedObjects() {
+		byObject[obj] = opts
+	}
+	return cache.Options{ByObject: byObject, DefaultTransform: cache.TransformStripManagedFields()}
 }
 
 // webhookCRDs are the CRDs whose conversion webhook the manager serves. The manager may read and

@@ -5,6 +5,7 @@ package cache
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -27,9 +28,13 @@ import (
 )
 
 const (
-	// waitForReplicas is the safety-net requeue while a rollout is in progress; Deployment status
-	// changes normally wake the reconciler first.
+	// waitForReplicas is the requeue while the pods of a cache in Replication mode are not all
+	// ready or in sync: the StatefulSet's status is watched, Redis's replication state is not.
 	waitForReplicas = 10 * time.Second
+	// readinessSafetyNet is the requeue of a Standalone cache that is not Ready: every change of
+	// readiness shows in its Deployment's status, which is watched, so this is only a safety net,
+	// long enough that 1,000 caches waiting for pods cost under one reconcile per second.
+	readinessSafetyNet = 30 * time.Minute
 	// defaultSecretPollInterval is how often a missing auth Secret is looked for again.
 	defaultSecretPollInterval = 30 * time.Second
 )
@@ -165,7 +170,11 @@ func dryRunWorkload[T client.Object](ctx context.Context, r *RedisCacheReconcile
 		if err := controllerutil.SetControllerReference(rc, obj, r.Scheme()); err != nil {
 			return err
 		}
-		return classifyChildError(kind, r.Create(ctx, obj, client.DryRunAll))
+		err := r.Create(ctx, obj, client.DryRunAll)
+		if apierrors.IsAlreadyExists(err) {
+			return nil // exists without our labels, outside the cache: ensure adopts it back or reports the conflict
+		}
+		return classifyChildError(kind, err)
 	case err != nil:
 		return fmt.Errorf("get %s: %w", kind, err)
 	case !metav1.IsControlledBy(current, rc):
@@ -294,10 +303,36 @@ func (r *RedisCacheReconciler) ensure(ctx context.Context, rc *cachev1beta1.Redi
 		mutate()
 		return controllerutil.SetControllerReference(rc, obj, r.Scheme())
 	})
+	if apierrors.IsAlreadyExists(err) {
+		err = r.ensureOutsideCache(ctx, rc, kind, obj, mutate)
+		op = "patched outside the cache"
+	}
 	if op != controllerutil.OperationResultNone {
 		log.FromContext(ctx).V(1).Info("wrote child", "kind", kind, "name", obj.GetName(), "operation", op)
 	}
 	return classifyChildError(kind, err)
+}
+
+// ensureOutsideCache is ensure for a child the cache does not hold although it exists: the
+// manager caches only objects labelled as its own (CachedObjects), so this is one whose labels
+// someone removed (patched back here, with the rest of mutate's fields) or an object of the same
+// name that something else created (a conflict, as in ensure). Read uncached, once.
+func (r *RedisCacheReconciler) ensureOutsideCache(ctx context.Context, rc *cachev1beta1.RedisCache, kind string, obj client.Object, mutate func()) error {
+	key := client.ObjectKeyFromObject(obj)
+	v := reflect.ValueOf(obj).Elem()
+	v.Set(reflect.Zero(v.Type())) // drop what the failed create filled in; Get may keep unset fields
+	if err := r.APIReader.Get(ctx, key, obj); err != nil {
+		return fmt.Errorf("get %s %s outside the cache: %w", kind, key.Name, err)
+	}
+	if !metav1.IsControlledBy(obj, rc) {
+		return errConflict(kind, key.Name)
+	}
+	base := obj.DeepCopyObject().(client.Object)
+	mutate()
+	if err := controllerutil.SetControllerReference(rc, obj, r.Scheme()); err != nil {
+		return err
+	}
+	return r.Patch(ctx, obj, client.MergeFrom(base))
 }
 
 // patchStatus writes the status computed in this reconcile, once, as a merge patch against the

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -93,6 +94,22 @@ func replicationPodToCache(_ context.Context, obj client.Object) []reconcile.Req
 		return nil
 	}
 	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: obj.GetNamespace(), Name: ref.Name}}}
+}
+
+// CachedObjects restricts the manager's informers for the kinds a RedisCache owns to the
+// operator's own objects (and pods to Redis pods): without it the cache holds every ConfigMap,
+// Service, Deployment, StatefulSet and PodDisruptionBudget of the cluster. A child whose label
+// was removed drops out of the cache; ensure finds it again when its create fails.
+func CachedObjects() map[client.Object]cache.ByObject {
+	ours := cache.ByObject{Label: labels.SelectorFromSet(labels.Set{"app.kubernetes.io/managed-by": "okgoes-operator"})}
+	return map[client.Object]cache.ByObject{
+		&corev1.Pod{}:                   {Label: PodCacheSelector()},
+		&corev1.ConfigMap{}:             ours,
+		&corev1.Service{}:               ours,
+		&appsv1.Deployment{}:            ours,
+		&appsv1.StatefulSet{}:           ours,
+		&policyv1.PodDisruptionBudget{}: ours,
+	}
 }
 
 // PodCacheSelector restricts the manager's pod informer to Redis pods: the operator needs no

@@ -168,9 +168,10 @@ func setScaledDownConditions(w *workload, set func(t string, s metav1.ConditionS
 	return cachev1beta1.PhaseScaledDown
 }
 
-// requeueAfter is when to look at a cache again although nothing it watches changed: a safety net
-// while pods are expected to become ready (Deployment status changes normally wake the reconciler
-// first). A cache that is Ready, stopped by an error (its class decides, see internal/errclass), or
+// requeueAfter is when to look at a cache again although nothing it watches changed: the
+// replication state of a cache in Replication mode (Redis reports it to no one), and a long
+// safety net for a Standalone cache whose pods are expected to become ready (its Deployment's
+// status changes wake the reconciler). A cache that is Ready, stopped by an error (its class decides, see internal/errclass), or
 // whose Deployment asks for no pod is not polled: with 0 replicas nothing is left to wait for but
 // pods stopping, which the Deployment's status reports.
 func requeueAfter(st cachev1beta1.RedisCacheStatus, obs observation) time.Duration {
@@ -186,8 +187,10 @@ func requeueAfter(st cachev1beta1.RedisCacheStatus, obs observation) time.Durati
 		return replicationResync // Redis tells no one when a primary hangs: look again
 	case meta.IsStatusConditionTrue(st.Conditions, cachev1beta1.ConditionReady):
 		return 0
+	case obs.statefulSet != nil:
+		return waitForReplicas
 	}
-	return waitForReplicas
+	return readinessSafetyNet
 }
 
 // workload is the part of a Deployment's or StatefulSet's status computeStatus reads.

@@ -148,10 +148,14 @@ func TestRequeueAfter(t *testing.T) {
 		want  time.Duration
 	}{
 		{"ready: nothing to wait for", cacheWith(2, 1), observation{deployment: withSpec(deploymentWith(1, 1, 2, 2, 2), 2)}, 0},
-		{"pods not ready yet: safety-net poll", cacheWith(2, 1), observation{deployment: withSpec(deploymentWith(1, 1, 2, 2, 1), 2)}, waitForReplicas},
+		{"pods not ready yet: the Deployment watch reports them, a long safety net", cacheWith(2, 1), observation{deployment: withSpec(deploymentWith(1, 1, 2, 2, 1), 2)}, readinessSafetyNet},
 		{"scaled down, Deployment status never written: no poll", cacheWith(0, 1), observation{deployment: withSpec(deploymentWith(1, 0, 0, 0, 0), 0)}, 0},
 		{"scaling down, pods still stopping: no poll", cacheWith(0, 2), observation{deployment: withSpec(deploymentWith(2, 1, 2, 2, 2), 0)}, 0},
 		{"stopped by an error: its class decides", cacheWith(1, 1), observation{err: errclass.Stalled(ReasonInvalidSpec, "bad")}, 0},
+	}
+	// Issue 13: 1,000 caches waiting for their pods at rest cost at most one reconcile per second.
+	if perSecond := 1000 / readinessSafetyNet.Seconds(); perSecond > 1 {
+		t.Errorf("1,000 not-Ready caches are reconciled %.1f times a second at rest (safety net %v), want at most 1", perSecond, readinessSafetyNet)
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

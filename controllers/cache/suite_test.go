@@ -80,9 +80,8 @@ func runSuite(m *testing.M) int {
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		WebhookServer:          testenv.WebhookServer(env),
-		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
-			&corev1.Pod{}: {Label: PodCacheSelector()},
-		}},
+		// As main.go: only the operator's own children, without managedFields.
+		Cache: cache.Options{ByObject: CachedObjects(), DefaultTransform: cache.TransformStripManagedFields()},
 	})
 	must(err)
 	must(SetupConversionWebhook(mgr))

@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	storagev1 "github.com/okgoes/okgoes-operator/api/storage/v1"
@@ -83,7 +84,7 @@ func (r *PVCBackupReconciler) storeFor(ctx context.Context, s *scope) (ObjectSto
 		return s.store, nil
 	}
 	src := backupSource(s.backup)
-	store, secret, err := openStore(ctx, r.APIReader, r.Stores, src, r.poll())
+	store, secret, err := openStore(ctx, r.Deps, src)
 	if err == nil {
 		s.store = store
 		why := "kopia backups (spec.engine Kopia) are"
@@ -136,15 +137,17 @@ func backupSource(pb *storagev1.PVCBackup) s3Source {
 	return s3Source{namespace: pb.Namespace, bucket: pb.Spec.S3Bucket, location: pb.Spec.S3, fields: s3Fields{location: "spec.s3"}}
 }
 
-// openStore opens the bucket of src with the credentials of its Secret, read uncached, and
-// returns that Secret too (for checkPassword). A missing Secret, or a missing or empty key, is a
-// Waiting CredentialsNotFound, polled every poll; the messages name the source's fields.
-func openStore(ctx context.Context, reader client.Reader, stores StoreFactory, src s3Source, poll time.Duration) (ObjectStore, *corev1.Secret, error) {
-	fields, loc := src.fields, src.location
+// openStore opens the bucket of src with the credentials of its Secret and returns that Secret
+// too (for checkPassword). The Secret is read uncached from the API server, or from the S3Cache
+// when it was read less than its TTL ago; the ObjectStore is the cache's for the same bucket and
+// Secret version. (The mover Jobs take the credentials by secretKeyRef, so a Job never carries
+// a stale copy.) A missing Secret, or a missing or empty key, is a Waiting
+// CredentialsNotFound, polled every poll; the messages name the source's fields.
+func openStore(ctx context.Context, deps Deps, src s3Source) (ObjectStore, *corev1.Secret, error) {
+	fields, loc, poll := src.fields, src.location, deps.poll()
 	ref := loc.CredentialsSecretRef
 	by := fields.field("credentialsSecretRef")
-	secret := &corev1.Secret{}
-	err := reader.Get(ctx, client.ObjectKey{Namespace: src.namespace, Name: ref.Name}, secret)
+	secret, err := deps.S3Cache.getSecret(ctx, deps.APIReader, types.NamespacedName{Namespace: src.namespace, Name: ref.Name})
 	switch {
 	case apierrors.IsNotFound(err):
 		return nil, nil, errclass.Waiting(ReasonCredentialsNotFound, fmt.Sprintf("Secret %q named by %s does not exist", ref.Name, by), poll)
@@ -161,10 +164,11 @@ func openStore(ctx context.Context, reader client.Reader, stores StoreFactory, s
 		Endpoint: loc.Endpoint, Region: loc.Region, Bucket: src.bucket, Insecure: loc.Insecure,
 		AccessKey: string(secret.Data[accessKey]), SecretKey: string(secret.Data[secretKey]),
 	}
+	var caSecret *corev1.Secret
 	if ca := loc.CABundleSecretRef; ca != nil {
 		by := fields.field("caBundleSecretRef")
-		caSecret := &corev1.Secret{}
-		if err := reader.Get(ctx, client.ObjectKey{Namespace: src.namespace, Name: ca.Name}, caSecret); err != nil {
+		caSecret, err = deps.S3Cache.getSecret(ctx, deps.APIReader, types.NamespacedName{Namespace: src.namespace, Name: ca.Name})
+		if err != nil {
 			if apierrors.IsNotFound(err) {
 				return nil, nil, errclass.Waiting(ReasonCredentialsNotFound, fmt.Sprintf("CA bundle Secret %q named by %s does not exist", ca.Name, by), poll)
 			}
@@ -175,7 +179,13 @@ func openStore(ctx context.Context, reader client.Reader, stores StoreFactory, s
 		}
 		cfg.CABundle = caSecret.Data[caKey(ca)]
 	}
-	store, err := stores(cfg)
+	caKeyName := ""
+	if loc.CABundleSecretRef != nil {
+		caKeyName = caKey(loc.CABundleSecretRef)
+	}
+	store, err := deps.S3Cache.store(keyOf(cfg, secret, caSecret, accessKey, secretKey, caKeyName), func() (ObjectStore, error) {
+		return deps.Stores(cfg)
+	})
 	if err != nil {
 		return nil, nil, errclass.Stalled(ReasonInvalidSpec, fmt.Sprintf("S3 configuration: %v", err))
 	}

@@ -112,7 +112,7 @@ func mustMarshal(v any) string {
 
 func mustStore(t *testing.T, w *world, pb *storagev1.PVCBackup) ObjectStore {
 	t.Helper()
-	store, _, err := openStore(testCtx, k8s, MinioStores, backupSource(pb), time.Second)
+	store, _, err := openStore(testCtx, w.deps(k8s), backupSource(pb))
 	w.must(err)
 	return store
 }

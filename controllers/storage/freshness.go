@@ -18,7 +18,7 @@ var errStaleCache = errors.New("the cached object is older than the API server's
 // current copy. A reconcile calls it before it creates the objects of a run (Jobs, snapshots,
 // PVCs): the deletion of a finished run's Job wakes a reconcile that can still see the run as
 // active in a cache that has not caught up with the status recording its end, and would start
-// the run again. One uncached GET, only while a run is active.
+// the run again. One uncached GET, only in a reconcile that is about to create one of them.
 func ensureFresh(ctx context.Context, reader client.Reader, obj client.Object) error {
 	live, ok := obj.DeepCopyObject().(client.Object)
 	if !ok {
@@ -33,6 +33,20 @@ func ensureFresh(ctx context.Context, reader client.Reader, obj client.Object) e
 	case live.GetResourceVersion() != obj.GetResourceVersion():
 		return errStaleCache
 	}
+	return nil
+}
+
+// ensureFresh is ensureFresh for the PVCBackup of s, at most once per reconcile: the run's
+// objects are created only from a current copy, and a run that creates nothing (most reconciles
+// of an active run: a poll, a Job status change) reads nothing uncached.
+func (r *PVCBackupReconciler) ensureFresh(ctx context.Context, s *scope) error {
+	if s.checkedFresh {
+		return nil
+	}
+	if err := ensureFresh(ctx, r.APIReader, s.backup); err != nil {
+		return err
+	}
+	s.checkedFresh = true
 	return nil
 }
 

@@ -9,6 +9,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/okgoes/okgoes-operator/internal/mover"
@@ -62,6 +63,11 @@ func (st moverJobState) requeue(now time.Time, poll time.Duration) time.Duration
 // jobState reads a mover Job of a run that started at start and may last deadlineSeconds.
 func (d Deps) jobState(ctx context.Context, job *batchv1.Job, start, now time.Time, deadlineSeconds int64) moverJobState {
 	st := moverJobState{deadline: start.Add(time.Duration(deadlineSeconds) * time.Second)}
+	if ptr.Deref(job.Status.Ready, 0) > 0 && !jobEnded(job) && !now.After(st.deadline.Add(deadlineGrace)) {
+		// Its mover pod runs: the pods hold no report yet and no reason to wait, so they are not
+		// listed (uncached) at every poll of a running backup.
+		return st
+	}
 	pods := &corev1.PodList{}
 	if err := d.APIReader.List(ctx, pods, client.InNamespace(job.Namespace), client.MatchingLabels{"job-name": job.Name}); err != nil {
 		pods.Items = nil // the Job's conditions alone still decide; the report only adds detail
@@ -135,6 +141,16 @@ func (d Deps) jobState(ctx context.Context, job *batchv1.Job, start, now time.Ti
 	}
 	st.waiting, st.waitingMessage = podWaiting(pods.Items)
 	return st
+}
+
+// jobEnded tells whether the Job has a Complete or Failed condition.
+func jobEnded(job *batchv1.Job) bool {
+	for _, c := range job.Status.Conditions {
+		if c.Status == corev1.ConditionTrue && (c.Type == batchv1.JobComplete || c.Type == batchv1.JobFailed) {
+			return true
+		}
+	}
+	return false
 }
 
 // podWaiting says why the pods of a Job run no mover yet ("" when one runs or has run).

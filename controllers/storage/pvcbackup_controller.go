@@ -34,8 +34,8 @@ import (
 const (
 	// finalizer guards the S3 objects of a PVCBackup with deletionPolicy Delete.
 	finalizer = "storage.okgoes.com/delete-backups"
-	// defaultPollInterval re-checks a missing PVC, Secret or bucket (the design's 30 s).
-	defaultPollInterval = 30 * time.Second
+	// DefaultPollInterval re-checks a missing PVC, Secret or bucket (the design's 30 s).
+	DefaultPollInterval = 30 * time.Second
 	// runPollInterval is the safety-net requeue while a run is in progress; Job and snapshot
 	// updates normally wake the reconciler first.
 	runPollInterval = 30 * time.Second
@@ -67,7 +67,8 @@ func MinioStores(cfg objectstore.Config) (ObjectStore, error) { return objectsto
 // mover image.
 type Deps struct {
 	// APIReader reads Secrets and pods uncached: the operator needs only get/list on them and
-	// keeps no Secret in memory.
+	// keeps no Secret in its informer cache (S3Cache keeps the few credentials Secrets in use,
+	// for a poll interval).
 	APIReader client.Reader
 	Recorder  record.EventRecorder
 	Clock     schedule.Clock
@@ -76,13 +77,16 @@ type Deps struct {
 	MoverImage string
 	// PollInterval re-checks missing dependencies (default 30s).
 	PollInterval time.Duration
+	// S3Cache, when set, shares credentials Secret reads, S3 clients and bucket checks between
+	// reconciles (the manager sets it; nil reads and checks on every reconcile).
+	S3Cache *S3Cache
 }
 
 func (d Deps) poll() time.Duration {
 	if d.PollInterval > 0 {
 		return d.PollInterval
 	}
-	return defaultPollInterval
+	return DefaultPollInterval
 }
 
 func (d Deps) check() error {
@@ -108,6 +112,8 @@ type scope struct {
 	// the credentials Secret said about the kopia password (nil: it has one).
 	store       ObjectStore
 	passwordErr error
+	// checkedFresh is set once ensureFresh found the PVCBackup current in this reconcile.
+	checkedFresh bool
 	// engine is the engine of the next run, when this reconcile resolved it.
 	engine storagev1.BackupEngine
 	// stage of the active run (SnapshotPending, Uploading) and a message about it.
@@ -217,9 +223,6 @@ func (r *PVCBackupReconciler) reconcileActiveRun(ctx context.Context, s *scope) 
 	if run == nil {
 		return nil
 	}
-	if err := ensureFresh(ctx, r.APIReader, pb); err != nil {
-		return err
-	}
 	claim, err := r.ensureSourceClaim(ctx, s)
 	if err != nil {
 		return err
@@ -235,6 +238,9 @@ func (r *PVCBackupReconciler) reconcileActiveRun(ctx context.Context, s *scope) 
 	job := &batchv1.Job{}
 	err = r.Get(ctx, client.ObjectKey{Namespace: pb.Namespace, Name: runObjectName(pb, run)}, job)
 	if apierrors.IsNotFound(err) {
+		if err := r.ensureFresh(ctx, s); err != nil {
+			return err
+		}
 		job = desiredBackupJob(pb, run, claim, r.MoverImage, remainingSeconds(runDeadline(pb, run), s.now))
 		if err := controllerutil.SetControllerReference(pb, job, r.Scheme()); err != nil {
 			return err
@@ -300,6 +306,9 @@ func (r *PVCBackupReconciler) reconcileVerify(ctx context.Context, s *scope) (ve
 	job := &batchv1.Job{}
 	err = r.Get(ctx, client.ObjectKey{Namespace: pb.Namespace, Name: verifyJobName(pb, run)}, job)
 	if apierrors.IsNotFound(err) {
+		if err := r.ensureFresh(ctx, s); err != nil {
+			return false, "", false, err
+		}
 		job = desiredVerifyJob(pb, run, r.MoverImage, remainingSeconds(runDeadline(pb, run), s.now))
 		if err := controllerutil.SetControllerReference(pb, job, r.Scheme()); err != nil {
 			return false, "", false, err

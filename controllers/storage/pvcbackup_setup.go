@@ -5,9 +5,13 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/labels"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -22,6 +26,15 @@ type Options struct {
 	Wrap func(reconcile.Reconciler) reconcile.Reconciler
 }
 
+// CachedObjects restricts the manager's Job informer to the operator's own Jobs (every mover Job
+// is labelled app.kubernetes.io/managed-by=okgoes-operator): without it the cache holds every Job
+// of the cluster. PersistentVolumeClaims stay fully cached: a PVCBackup reads the user's PVC.
+func CachedObjects() map[client.Object]cache.ByObject {
+	return map[client.Object]cache.ByObject{
+		&batchv1.Job{}: {Label: labels.SelectorFromSet(labels.Set{"app.kubernetes.io/managed-by": "okgoes-operator"})},
+	}
+}
+
 // SnapshotAPIServed tells whether the cluster serves snapshot.storage.k8s.io/v1 VolumeSnapshots;
 // without it, the controller does not watch them and spec.snapshot is reported as unsupported.
 func SnapshotAPIServed(mgr ctrl.Manager) (bool, error) {
@@ -30,6 +43,14 @@ func SnapshotAPIServed(mgr ctrl.Manager) (bool, error) {
 		return false, nil
 	}
 	return err == nil, err
+}
+
+// notCreated passes the updates and deletions of a run's objects, not their creation: the
+// reconciler itself created them and has recorded the run, and the reconcile such an event would
+// wake competes, when many runs are due in the same minute, with the runs still to be started.
+// (At start-up every PVCBackup is reconciled anyway.)
+func notCreated() predicate.Predicate {
+	return predicate.Funcs{CreateFunc: func(event.CreateEvent) bool { return false }}
 }
 
 // SetupWithManager registers the controller. PVCBackups pass on spec changes (generation) and on
@@ -41,10 +62,10 @@ func (r *PVCBackupReconciler) SetupWithManager(mgr ctrl.Manager, opts Options) e
 	}
 	b := ctrl.NewControllerManagedBy(mgr).
 		For(&storagev1.PVCBackup{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		Owns(&batchv1.Job{}).
-		Owns(&corev1.PersistentVolumeClaim{})
+		Owns(&batchv1.Job{}, builder.WithPredicates(notCreated())).
+		Owns(&corev1.PersistentVolumeClaim{}, builder.WithPredicates(notCreated()))
 	if r.SnapshotsAvailable {
-		b = b.Owns(&snapshotv1.VolumeSnapshot{})
+		b = b.Owns(&snapshotv1.VolumeSnapshot{}, builder.WithPredicates(notCreated()))
 	}
 	var rec reconcile.Reconciler = r
 	if opts.Wrap != nil {

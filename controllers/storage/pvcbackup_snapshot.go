@@ -43,6 +43,9 @@ func (r *PVCBackupReconciler) ensureSourceClaim(ctx context.Context, s *scope) (
 	name := runObjectName(pb, run)
 	vs := &snapshotv1.VolumeSnapshot{ObjectMeta: metav1.ObjectMeta{Namespace: pb.Namespace, Name: name}}
 	if err := r.Get(ctx, client.ObjectKeyFromObject(vs), vs); apierrors.IsNotFound(err) {
+		if err := r.ensureFresh(ctx, s); err != nil {
+			return "", err
+		}
 		class := s.snapshotClass
 		if class == "" { // the run started in an earlier reconcile, whose Create failed
 			source := &corev1.PersistentVolumeClaim{}
@@ -98,6 +101,9 @@ func (r *PVCBackupReconciler) ensureSourceClaim(ctx context.Context, s *scope) (
 	}
 	tmp := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: pb.Namespace, Name: name}}
 	if err := r.Get(ctx, client.ObjectKeyFromObject(tmp), tmp); apierrors.IsNotFound(err) {
+		if err := r.ensureFresh(ctx, s); err != nil {
+			return "", err
+		}
 		tmp = desiredSnapshotClaim(pb, run, name, source, vs)
 		if err := controllerutil.SetControllerReference(pb, tmp, r.Scheme()); err != nil {
 			return "", err

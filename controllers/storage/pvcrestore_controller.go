@@ -156,7 +156,7 @@ func (r *PVCRestoreReconciler) resolveSource(ctx context.Context, s *restoreScop
 		s.source.fields = restoreS3Fields(pr)
 		s.prefix = backupPrefix(pb)
 	}
-	store, secret, err := openStore(ctx, r.APIReader, r.Stores, s.source, r.poll())
+	store, secret, err := openStore(ctx, r.Deps, s.source)
 	if err != nil {
 		return err
 	}

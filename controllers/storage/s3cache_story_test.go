@@ -1,0 +1,165 @@
+package storage
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	storagev1 "github.com/okgoes/okgoes-operator/api/storage/v1"
+	"github.com/okgoes/okgoes-operator/internal/objectstore"
+)
+
+// countingReader counts the Secret and PVCBackup reads that reach the API server.
+type countingReader struct {
+	client.Reader
+	mu               sync.Mutex
+	secrets, backups int
+}
+
+func (c *countingReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	c.mu.Lock()
+	switch obj.(type) {
+	case *corev1.Secret:
+		c.secrets++
+	case *storagev1.PVCBackup:
+		c.backups++
+	}
+	c.mu.Unlock()
+	return c.Reader.Get(ctx, key, obj, opts...)
+}
+
+func (c *countingReader) backupReads() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.backups
+}
+
+func (c *countingReader) secretReads() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.secrets
+}
+
+// countingStores opens real MinIO stores and counts the stores opened and the bucket checks
+// that reach S3.
+type countingStores struct {
+	mu            sync.Mutex
+	opened, check int
+}
+
+func (c *countingStores) open(cfg objectstore.Config) (ObjectStore, error) {
+	s, err := MinioStores(cfg)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	c.opened++
+	c.mu.Unlock()
+	return &bucketCheckCounter{ObjectStore: s, c: c}, nil
+}
+
+func (c *countingStores) counts() (opened, checks int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.opened, c.check
+}
+
+type bucketCheckCounter struct {
+	ObjectStore
+	c *countingStores
+}
+
+func (b *bucketCheckCounter) BucketExists(ctx context.Context) (bool, error) {
+	b.c.mu.Lock()
+	b.c.check++
+	b.c.mu.Unlock()
+	return b.ObjectStore.BucketExists(ctx)
+}
+
+// Many PVCBackups sharing one credentials Secret and bucket (the usual cluster) cost the API
+// server one Secret read and S3 one bucket check per poll interval, not one per PVCBackup, run
+// starts included; a changed Secret gets a new S3 client once its cached read has expired.
+func TestSharedCredentialsAreReadOnceAndTheBucketCheckedOncePerPoll(t *testing.T) {
+	w := newWorld(t)
+	reader := &countingReader{Reader: k8s}
+	stores := &countingStores{}
+	deps := w.deps(reader)
+	deps.Stores, deps.PollInterval = stores.open, time.Minute
+	deps.S3Cache = &S3Cache{TTL: time.Minute}
+	w.r.Deps = deps
+
+	const n = 20
+	var backups []string
+	for i := range n {
+		pb := w.backup(fmt.Sprintf("app-%02d", i), "0 * * * *")
+		w.create(pb)
+		if w.reconcile(pb); pb.Status.ObservedGeneration != pb.Generation || condition(pb, "Ready").Status != "True" {
+			t.Fatalf("%s: not Ready after its first reconcile: %+v", pb.Name, pb.Status.Conditions)
+		}
+		backups = append(backups, pb.Name)
+	}
+	opened, checks := stores.counts()
+	if got := reader.secretReads(); got != 1 || opened != 1 || checks != 1 {
+		t.Errorf("%d PVCBackups of one Secret and bucket: %d Secret reads, %d S3 clients, %d bucket checks; want 1 each", n, got, opened, checks)
+	}
+
+	// The tick: the runs start without another Secret read or bucket check.
+	pb := w.backup(backups[0], "")
+	w.must(k8s.Get(testCtx, client.ObjectKeyFromObject(pb), pb))
+	w.clock.Set(pb.CreationTimestamp.Time.Truncate(time.Hour).Add(time.Hour + time.Second))
+	if w.reconcile(pb); pb.Status.ActiveRun == nil {
+		t.Fatal("no run started at the tick")
+	}
+	opened, checks = stores.counts()
+	if got := reader.secretReads(); got != 1 || opened != 1 || checks != 1 {
+		t.Errorf("a run start: %d Secret reads, %d S3 clients, %d bucket checks; want 1 each still", got, opened, checks)
+	}
+
+	// Rotated credentials: once the cached read has expired (here at once), the next reconcile
+	// reads the new Secret and opens a new client.
+	secret := &corev1.Secret{}
+	w.must(k8s.Get(testCtx, client.ObjectKey{Namespace: w.ns, Name: "s3-creds"}, secret))
+	secret.StringData = map[string]string{"rotated": "yes"}
+	w.must(k8s.Update(testCtx, secret))
+	w.r.S3Cache.TTL = 0
+	pb = w.backup(backups[1], "")
+	w.must(k8s.Get(testCtx, client.ObjectKeyFromObject(pb), pb))
+	if w.reconcile(pb); pb.Status.ActiveRun == nil {
+		t.Fatal("no run started at the tick")
+	}
+	if opened, _ = stores.counts(); opened != 2 {
+		t.Errorf("after the Secret changed, %d S3 clients were opened; want a new one (2)", opened)
+	}
+}
+
+// A run in progress is polled (and woken by its Job) without uncached reads of its PVCBackup:
+// the stale-cache guard reads it fresh only right before the run's Job is created.
+func TestAnActiveRunIsFollowedWithoutReadingThePVCBackupUncached(t *testing.T) {
+	w := newWorld(t)
+	reader := &countingReader{Reader: k8s}
+	deps := w.deps(reader)
+	deps.S3Cache = &S3Cache{TTL: time.Minute}
+	w.r.Deps = deps
+	pb := w.backup("app", "0 * * * *")
+	w.create(pb)
+	w.reconcile(pb)
+	w.clock.Set(pb.CreationTimestamp.Time.Truncate(time.Hour).Add(time.Hour + time.Second))
+	if w.reconcile(pb); pb.Status.ActiveRun == nil || len(w.jobs()) != 1 {
+		t.Fatalf("no run started at the tick: %+v", pb.Status)
+	}
+	if got := reader.backupReads(); got != 1 {
+		t.Errorf("starting a run read the PVCBackup uncached %d times, want once (before its Job is created)", got)
+	}
+	for range 3 {
+		w.clock.Set(w.clock.Now().Add(30 * time.Second))
+		w.reconcile(pb)
+	}
+	if got := reader.backupReads(); got != 1 {
+		t.Errorf("3 polls of the active run read the PVCBackup uncached %d more times, want none", got-1)
+	}
+}
