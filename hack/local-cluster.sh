@@ -206,11 +206,20 @@ make_pki() {
 
 # -------------------------------------------------------------------------------------- processes
 
-# start NAME CMD...: run CMD in its own session, log to logs/NAME.log, pid in pids/NAME.pid.
+# start NAME CMD...: run CMD in its own session, log to logs/NAME.log, pid in pids/NAME.pid. CMD
+# inherits no descriptor but its standard three: run as `flock LOCK hack/local-cluster.sh up`, the
+# daemons would otherwise hold LOCK (flock(1) passes its descriptor on) until `down`, and every
+# other `flock LOCK ...` would wait for the cluster to stop.
 start() {
 	local name=$1
 	shift
-	setsid "$@" >"$STATE/logs/$name.log" 2>&1 </dev/null &
+	(
+		for fd in /proc/$BASHPID/fd/*; do
+			fd=${fd##*/}
+			if [ "$fd" -gt 2 ]; then eval "exec $fd>&-" 2>/dev/null || true; fi
+		done
+		exec setsid "$@" >"$STATE/logs/$name.log" 2>&1 </dev/null
+	) &
 	echo $! >"$STATE/pids/$name.pid"
 }
 
