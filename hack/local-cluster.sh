@@ -413,14 +413,19 @@ state = "$RUN/containerd"
   [plugins."io.containerd.grpc.v1.cri".registry]
     config_path = "$STATE/certs.d"
 EOF
-	# Pulls from our registry trust the cluster CA (hosts.toml of containerd's CRI).
-	mkdir -p "$STATE/certs.d/$REGISTRY"
-	cat >"$STATE/certs.d/$REGISTRY/hosts.toml" <<EOF
+	# Pulls from our registry trust the cluster CA (hosts.toml of containerd's CRI); okgoes.local,
+	# the name of the locally built images, is served by it too: a pod that pulls one Always (OLM's
+	# bundle unpack Job of a bundle named by tag runs opm that way) gets it from there.
+	local host
+	for host in "$REGISTRY" okgoes.local; do
+		mkdir -p "$STATE/certs.d/$host"
+		cat >"$STATE/certs.d/$host/hosts.toml" <<EOF
 server = "https://$REGISTRY"
 [host."https://$REGISTRY"]
   capabilities = ["pull", "resolve"]
   ca = "$PKI/ca.crt"
 EOF
+	done
 	start containerd containerd --config "$STATE/containerd.toml"
 	wait_for "containerd" 30 containerd ctr -a "$SOCK" version
 	load_images
@@ -494,13 +499,14 @@ EOF
 }
 
 # push_images pushes the images the OLM suite's operator-sdk story pulls through the registry: every
-# release's bundle image and manager image under $REGISTRY/okgoes/, and the opm image as the index
-# image (`operator-sdk run bundle --index-image`).
+# release's bundle image and manager image under $REGISTRY/okgoes/, the opm image as the index
+# image (`operator-sdk run bundle --index-image`), and okgoes.local/{opm,olm}:e2e as $REGISTRY/{opm,olm}:e2e,
+# where containerd looks for okgoes.local images it has to pull.
 push_images() {
 	running registry || die "the registry is not running (hack/local-cluster.sh up)"
 	"$root/hack/tools/registry/build.sh" ocipush
 	local start_time=$SECONDS img v
-	local -a pairs=("$IMAGES/opm.tar=$REGISTRY/okgoes/opm:e2e")
+	local -a pairs=("$IMAGES/opm.tar=$REGISTRY/okgoes/opm:e2e" "$IMAGES/opm.tar=$REGISTRY/opm:e2e" "$IMAGES/olm.tar=$REGISTRY/olm:e2e")
 	for img in "$IMAGES"/bundle-v*.tar; do
 		v=${img##*/bundle-}
 		pairs+=("$img=$REGISTRY/okgoes/okgoes-operator-bundle:${v%.tar}")
