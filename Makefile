@@ -206,5 +206,5 @@ test-e2e: ## End-to-end suites on real pods: the e2e suite (make deploy), then t
 	hack/local-cluster.sh olm
 
 .PHONY: test-olm
-test-olm: ## OLM suite: OLM v0.31.0 installs the operator from a catalog of releases/, upgrades it 0.1.0 -> 0.2.0 -> 0.3.0, scorecard, uninstall.
+test-olm: ## OLM suite: OLM v0.31.0 installs the operator from a catalog of releases/, upgrades it 0.1.0 -> 0.2.0 -> 0.3.0, scorecard, uninstall; then operator-sdk run bundle 0.2.0, run bundle-upgrade 0.3.0 and cleanup through the local registry.
 	hack/local-cluster.sh olm

@@ -7,7 +7,9 @@
 #                                  kube-scheduler, containerd, kubelet and kube-proxy; wait for a Ready node
 #   hack/local-cluster.sh down     stop everything and remove all that `up` made
 #   hack/local-cluster.sh status   what runs, and the node
-#   hack/local-cluster.sh env      the KUBECONFIG line to eval
+#   hack/local-cluster.sh env      the KUBECONFIG (and REGISTRY) line to eval
+#   hack/local-cluster.sh push     push the OLM suite's images (bundles, releases, the opm index
+#                                  image) from bin/images into the cluster's registry
 #   hack/local-cluster.sh e2e      the e2e suite (test/e2e): on the running local cluster (images
 #                                  rebuilt and imported again), or on one it brings up and tears
 #                                  down afterwards (E2E_KEEP_CLUSTER=1 keeps it); with
@@ -20,7 +22,10 @@
 # the wrapper module hack/tools/k8s, etcd from hack/tools/etcd, all through hack/envtest-assets.sh's
 # build rules (same flags, so the Go build cache is shared with the envtest binaries); Debian's
 # containerd 1.6, runc and CNI plugins (installed when absent); images imported from the OCI archives
-# of hack/images/build.sh (pause, operator, redis, minio, tools, csi).
+# of hack/images/build.sh (pause, operator, redis, minio, tools, csi); an OCI registry (CNCF
+# distribution, hack/tools/registry) at https://$NODE_IP:5000 with a certificate of the cluster CA,
+# which containerd trusts (CRI registry config_path, hosts.toml) and pods reach; the OLM suite
+# pushes the bundle, release and index images into it (`push`).
 #
 # Storage: the CSI hostpath driver v1.18.0 with its provisioner, snapshotter and registrar sidecars,
 # the snapshot CRDs and snapshot-controller of external-snapshotter v8.6.0, a default StorageClass
@@ -57,6 +62,8 @@ BRIDGE_IF=okgoes-br0
 FILTER_CHAIN=OKGOES-ISOLATE
 ETCD_PORT=12379
 SOCK=$RUN/containerd.sock
+REGISTRY_PORT=5000
+REGISTRY=$NODE_IP:$REGISTRY_PORT
 PKI=$STATE/pki
 CM_PORT=10257
 SCHED_PORT=10259
@@ -133,6 +140,7 @@ version_ldflags() {
 cmd_build() {
 	need_debs containerd runc containernetworking-plugins iptables openssl curl
 	build_k8s
+	"$root/hack/tools/registry/build.sh"
 	"$root/hack/images/build.sh"
 	[ -x "$root/bin/kustomize" ] || make -C "$root" kustomize >/dev/null # deploy_csi renders hack/csi with it
 }
@@ -193,6 +201,7 @@ make_pki() {
 	cert kubelet "system:node:$NODE_NAME" system:nodes
 	cert kubelet-serving "$NODE_NAME" "" "IP:$NODE_IP,DNS:$NODE_NAME"
 	cert kube-proxy system:kube-proxy ""
+	cert registry okgoes-registry "" "IP:$NODE_IP"
 	openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 -out "$PKI/sa.key" 2>/dev/null
 	openssl pkey -in "$PKI/sa.key" -pubout -out "$PKI/sa.pub" 2>/dev/null
 	chmod 600 "$PKI"/*.key
@@ -205,11 +214,20 @@ make_pki() {
 
 # -------------------------------------------------------------------------------------- processes
 
-# start NAME CMD...: run CMD in its own session, log to logs/NAME.log, pid in pids/NAME.pid.
+# start NAME CMD...: run CMD in its own session, log to logs/NAME.log, pid in pids/NAME.pid. CMD
+# inherits no descriptor but its standard three: run as `flock LOCK hack/local-cluster.sh up`, the
+# daemons would otherwise hold LOCK (flock(1) passes its descriptor on) until `down`, and every
+# other `flock LOCK ...` would wait for the cluster to stop.
 start() {
 	local name=$1
 	shift
-	setsid "$@" >"$STATE/logs/$name.log" 2>&1 </dev/null &
+	(
+		for fd in /proc/$BASHPID/fd/*; do
+			fd=${fd##*/}
+			if [ "$fd" -gt 2 ]; then eval "exec $fd>&-" 2>/dev/null || true; fi
+		done
+		exec setsid "$@" >"$STATE/logs/$name.log" 2>&1 </dev/null
+	) &
 	echo $! >"$STATE/pids/$name.pid"
 }
 
@@ -235,7 +253,7 @@ running() {
 }
 
 # COMPONENTS are the processes of the cluster, in start order.
-COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler containerd kubelet kube-proxy)
+COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler registry containerd kubelet kube-proxy)
 
 # any_running: is any process of the cluster recorded in the state directory still running?
 any_running() {
@@ -346,6 +364,27 @@ start_control_plane() {
 		--bind-address 127.0.0.1 --secure-port "$SCHED_PORT" --leader-elect=false
 }
 
+# start_registry runs the OCI registry (CNCF distribution) on $REGISTRY, the address of our veth
+# interface: the node's containerd and the pods (whose traffic to the node never leaves the
+# machine) reach it, nothing outside does. TLS with a certificate of the cluster CA: operator-sdk
+# asks a registry for the index image over HTTPS whatever --use-http says (docs/testing.md).
+start_registry() {
+	mkdir -p "$STATE/registry"
+	cat >"$STATE/registry.yml" <<EOF
+version: 0.1
+log: {level: info, formatter: text}
+storage:
+  filesystem: {rootdirectory: $STATE/registry}
+  delete: {enabled: true}
+http:
+  addr: $REGISTRY
+  secret: okgoes-local-registry
+  tls: {certificate: $PKI/registry.crt, key: $PKI/registry.key}
+EOF
+	OTEL_TRACES_EXPORTER=none start registry "$root/bin/registry" serve "$STATE/registry.yml"
+	wait_for "the registry" 30 registry curl -sf --cacert "$PKI/ca.crt" "https://$REGISTRY/v2/"
+}
+
 start_containerd() {
 	mkdir -p "$RUN"
 	# restrict_oom_score_adj: this VM's capability bounding set lacks CAP_SYS_RESOURCE, and without
@@ -379,7 +418,22 @@ state = "$RUN/containerd"
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "/usr/lib/cni"
     conf_dir = "$STATE/cni/net.d"
+  [plugins."io.containerd.grpc.v1.cri".registry]
+    config_path = "$STATE/certs.d"
 EOF
+	# Pulls from our registry trust the cluster CA (hosts.toml of containerd's CRI); okgoes.local,
+	# the name of the locally built images, is served by it too: a pod that pulls one Always (OLM's
+	# bundle unpack Job of a bundle named by tag runs opm that way) gets it from there.
+	local host
+	for host in "$REGISTRY" okgoes.local; do
+		mkdir -p "$STATE/certs.d/$host"
+		cat >"$STATE/certs.d/$host/hosts.toml" <<EOF
+server = "https://$REGISTRY"
+[host."https://$REGISTRY"]
+  capabilities = ["pull", "resolve"]
+  ca = "$PKI/ca.crt"
+EOF
+	done
 	start containerd containerd --config "$STATE/containerd.toml"
 	wait_for "containerd" 30 containerd ctr -a "$SOCK" version
 	load_images
@@ -480,6 +534,27 @@ csi_registered() {
 	kubectl get csinode "$NODE_NAME" -o jsonpath='{.spec.drivers[*].name}' | grep -qw hostpath.csi.k8s.io
 }
 
+# push_images pushes the images the OLM suite's operator-sdk story pulls through the registry: every
+# release's bundle image and manager image under $REGISTRY/okgoes/, the opm image as the index
+# image (`operator-sdk run bundle --index-image`), and okgoes.local/{opm,olm}:e2e as $REGISTRY/{opm,olm}:e2e,
+# where containerd looks for okgoes.local images it has to pull.
+push_images() {
+	running registry || die "the registry is not running (hack/local-cluster.sh up)"
+	"$root/hack/tools/registry/build.sh" ocipush
+	local start_time=$SECONDS img v
+	local -a pairs=("$IMAGES/opm.tar=$REGISTRY/okgoes/opm:e2e" "$IMAGES/opm.tar=$REGISTRY/opm:e2e" "$IMAGES/olm.tar=$REGISTRY/olm:e2e")
+	for img in "$IMAGES"/bundle-v*.tar; do
+		v=${img##*/bundle-}
+		pairs+=("$img=$REGISTRY/okgoes/okgoes-operator-bundle:${v%.tar}")
+	done
+	for img in "$IMAGES"/operator-v*.tar; do
+		v=${img##*/operator-}
+		pairs+=("$img=$REGISTRY/okgoes/okgoes-operator:${v%.tar}")
+	done
+	"$root/bin/ocipush" -ca "$PKI/ca.crt" "${pairs[@]}" >&2
+	log "pushed ${#pairs[@]} images to $REGISTRY in $((SECONDS - start_time))s"
+}
+
 up_failed() {
 	local logs=/tmp/okgoes-cluster-logs
 	log "bring-up failed; tearing down (component logs kept in $logs)"
@@ -507,6 +582,7 @@ cmd_up() {
 	setup_network
 	make_pki
 	start_control_plane
+	start_registry
 	start_containerd
 	start_node
 	if [ "${CLUSTER_CSI:-1}" = 1 ]; then
@@ -637,6 +713,7 @@ cmd_down() {
 	remove_containers
 	stop_process kube-apiserver
 	stop_process etcd
+	stop_process registry
 	unmount_under "$STATE" "$RUN"
 	remove_netns
 	ip link del "$BRIDGE_IF" 2>/dev/null
@@ -668,7 +745,7 @@ cmd_e2e() {
 	local suite=${1:-e2e} brought_up=0 rc=0
 	local -a go_test=(go test -tags e2e ./test/e2e/ -count=1 -v -timeout "${E2E_TIMEOUT:-30m}")
 	if [ "$suite" = olm ]; then
-		"$root/hack/images/build.sh" olm opm releases bundles scorecard scorecard-test scorecard-untar redis-sample
+		"$root/hack/images/build.sh" olm opm releases bundles scorecard scorecard-test scorecard-untar redis-sample run-bundle-init
 		"$root/hack/tools/operator-sdk/build.sh" operator-sdk
 		export E2E_OLM=1
 		# The OLM suite takes no snapshot: its own cluster skips the CSI stack (45 s).
@@ -694,6 +771,10 @@ cmd_e2e() {
 		fi
 		E2E_IMG=$(cat "$IMAGES/operator.ref")
 		export E2E_IMG
+		if [ "$suite" = olm ]; then
+			push_images
+			export E2E_REGISTRY=$REGISTRY E2E_REGISTRY_CA=$PKI/ca.crt
+		fi
 	else
 		export KUBECONFIG=$CALLER_KUBECONFIG
 		log "using the cluster of KUBECONFIG=${KUBECONFIG} (images must be there already: see docs/testing.md)"
@@ -713,7 +794,8 @@ build) cmd_build ;;
 up) cmd_up ;;
 down) cmd_down ;;
 status) cmd_status ;;
-env) echo "export KUBECONFIG=$KUBECONFIG" ;;
+env) printf 'export KUBECONFIG=%s REGISTRY=%s\n' "$KUBECONFIG" "$REGISTRY" ;;
+push) push_images ;;
 e2e) cmd_e2e e2e ;;
 olm) cmd_e2e olm ;;
 *)

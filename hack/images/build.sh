@@ -24,7 +24,15 @@
 #   redis-sample.tar        docker.io/library/redis:7.4-alpine   the redis image above under the
 #                           reference the CRD defaults to, as an air-gapped mirror would hold it
 #                           (the scorecard's samples name no image)
-#   opm.tar                 okgoes.local/opm:e2e    /bin/opm (hack/tools/opm/build.sh) + libraries, serves catalogs
+#   opm.tar                 okgoes.local/opm:e2e    /bin/opm (hack/tools/opm/build.sh) + libraries, serves catalogs;
+#                           also the index image of `operator-sdk run bundle` (pushed to the local
+#                           registry): an empty file-based catalog in /configs, named by the label
+#                           operators.operatorframework.io.index.configs.v1 as in upstream's opm
+#                           image, and busybox sh (the registry pod runs `sh -c "opm serve ..."`)
+#   run-bundle-init.tar     registry.access.redhat.com/ubi9/ubi:9.8   what the init container of
+#                           operator-sdk's run bundle registry pod needs of its default
+#                           --decompression-image (`run bundle-upgrade` has no flag for it): sh,
+#                           cat and gzip (busybox), as an air-gapped mirror would hold it
 #   scorecard-test.tar      quay.io/operator-framework/scorecard-test:v1.42.3   the basic and olm scorecard
 #                           tests: images/scorecard-test of operator-sdk v1.42.3, built from
 #                           ../shared/third_party (hack/tools/operator-sdk/build.sh scorecard-test), laid
@@ -49,7 +57,7 @@
 #   csi-snapshot-controller.tar        registry.k8s.io/sig-storage/snapshot-controller:v8.6.0
 #   (`hack/images/build.sh csi` builds all five)
 #
-#   hack/images/build.sh [pause|operator|redis|minio|tools|csi|olm|opm|releases|bundles|scorecard|scorecard-test|scorecard-untar|redis-sample ...]
+#   hack/images/build.sh [pause|operator|redis|minio|tools|csi|olm|opm|releases|bundles|scorecard|scorecard-test|scorecard-untar|redis-sample|run-bundle-init ...]
 #   (default: the e2e images)
 #
 # The operator image, the bundle images and the scorecard image are rebuilt on every
@@ -172,8 +180,17 @@ build() {
 	opm)
 		"$root/hack/tools/opm/build.sh"
 		# shellcheck disable=SC2046 # one flag per word
+		need_debs busybox-static
+		# shellcheck disable=SC2046 # one flag per word
 		ociimage -ref "okgoes.local/opm:$tag" -o "$dest" -user 65532:65532 $(closure "$root/bin/opm") \
-			-file "/bin/opm=$root/bin/opm" -dir /tmp=1777 -dir /catalogs -entrypoint /bin/opm
+			-file "/bin/opm=$root/bin/opm" -file /bin/busybox -link /bin/sh=busybox -dir /tmp=1777 -dir /catalogs \
+			-dir /configs -label operators.operatorframework.io.index.configs.v1=/configs -entrypoint /bin/opm
+		;;
+	run-bundle-init)
+		need_debs busybox-static
+		# shellcheck disable=SC2046
+		ociimage -ref "registry.access.redhat.com/ubi9/ubi:9.8" -o "$dest" -file /bin/busybox $(busybox_links) \
+			-link /bin/gzip=busybox -dir /tmp=1777 -env PATH=/bin
 		;;
 	scorecard)
 		scorecard_images

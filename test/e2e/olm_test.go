@@ -60,7 +60,7 @@ func TestOLM(t *testing.T) {
 	if os.Getenv("E2E_OLM") != "1" {
 		t.Skip("the OLM suite runs with E2E_OLM=1 on a cluster without the operator: hack/local-cluster.sh olm")
 	}
-	s := &olmStory{t: t}
+	s := &olmStory{t: t, installNS: olmOperatorNS}
 	t.Cleanup(s.report)
 	if failed := s.step("preconditions: no okgoes CRDs yet, the release images are on the node", s.preconditions); failed {
 		return
@@ -70,6 +70,7 @@ func TestOLM(t *testing.T) {
 		run  func()
 	}{
 		{"install OLM v0.31.0: its CRDs server-side, then the olm and catalog operators", s.installOLM},
+		{"operator-sdk olm status: OLM's CRDs and operators reported installed", s.sdkOLMStatus},
 		{"publish a catalog holding 0.1.0 (bundle images by digest; opm serve in a pod, CatalogSource in olm)", func() { s.publish("0.1.0") }},
 		{"subscribe to stable (Manual, startingCSV 0.1.0), approve: bundle unpacked from its image, CRDs first, then the operator runs", s.install},
 		{"0.1.0 at work: a RedisCache with real Redis pods is Ready, a PVCBackup uploads to MinIO", s.workloads},
@@ -78,6 +79,9 @@ func TestOLM(t *testing.T) {
 		{"scorecard: the okgoes stage against the installed operator, one pod per test as operator-sdk scorecard runs it", s.scorecard},
 		{"operator-sdk scorecard (the real CLI v1.42.3): releases/0.3.0 all suites (but its known descriptor failures), bundle/ every bundle-only test", s.sdkScorecard},
 		{"uninstall (Subscription and CSV deleted): operator gone, CRDs, custom resources and S3 backups kept", s.uninstall},
+		{"operator-sdk run bundle <registry>/okgoes-operator-bundle:v0.2.0 --index-image <registry>/okgoes/opm:e2e: CRDs first, then the operator; a RedisCache at 0.2.0", s.sdkRunBundle},
+		{"operator-sdk run bundle-upgrade <registry>/okgoes-operator-bundle:v0.3.0: CRD ahead of the controller, conversion live, the 0.2.0 cache kept", s.sdkRunBundleUpgrade},
+		{"operator-sdk cleanup okgoes-operator: operator, catalog, CRDs and their custom resources removed", s.sdkCleanup},
 	}
 	for _, st := range steps {
 		if s.step(st.name, st.run) {
@@ -88,10 +92,11 @@ func TestOLM(t *testing.T) {
 
 // olmStory is the state the steps of the OLM suite hand on to each other.
 type olmStory struct {
-	t        *testing.T
-	olmDir   string // the OLM module's source (its deploy/ manifests)
-	times    []string
-	catalogN int // catalogs published so far
+	t         *testing.T
+	installNS string // where the operator is installed: olmOperatorNS, then sdkNamespace
+	olmDir    string // the OLM module's source (its deploy/ manifests)
+	times     []string
+	catalogN  int // catalogs published so far
 
 	ns       string // the workloads' namespace
 	s3       *s3Server
@@ -99,6 +104,8 @@ type olmStory struct {
 	beta     *unstructured.Unstructured // created at v1beta1 under 0.2.0
 	backup   *unstructured.Unstructured
 	firstKey string // the S3 key of the first backup
+
+	sdkCache *unstructured.Unstructured // created under the 0.2.0 that operator-sdk run bundle installed
 }
 
 // step runs one step, records how long it took, and reports whether it failed.
@@ -124,7 +131,7 @@ func (s *olmStory) report() {
 	_ = os.MkdirAll(cfg.artifacts, 0o755)
 	_ = os.WriteFile(filepath.Join(cfg.artifacts, "olm-steps.txt"), []byte(summary), 0o644)
 	if s.t.Failed() {
-		for _, ns := range []string{olmNamespace, olmOperatorNS} {
+		for _, ns := range []string{olmNamespace, olmOperatorNS, sdkNamespace} {
 			dumpNamespace(s.t, ns)
 		}
 		out, _ := kubectl("get", "subscriptions,installplans,csv,catalogsources,operatorgroups", "-A", "-o", "yaml")
@@ -469,8 +476,14 @@ func (s *olmStory) checkUnpacked(version string) {
 	if ref == "" {
 		return
 	}
+	s.checkUnpackedFrom(olmNamespace, version, ref)
+}
+
+// checkUnpackedFrom checks that a bundle unpack Job in ns (the catalog's namespace) pulled ref and
+// succeeded.
+func (s *olmStory) checkUnpackedFrom(ns, version, ref string) {
 	jobs := &batchv1.JobList{}
-	must(s.t, k8s.List(ctx, jobs, client.InNamespace(olmNamespace)))
+	must(s.t, k8s.List(ctx, jobs, client.InNamespace(ns)))
 	var seen []string
 	for _, j := range jobs.Items {
 		for _, c := range j.Spec.Template.Spec.InitContainers {
@@ -481,7 +494,7 @@ func (s *olmStory) checkUnpacked(version string) {
 			if j.Status.Succeeded < 1 {
 				s.t.Errorf("the bundle unpack Job %s of %s did not succeed: %+v", j.Name, ref, j.Status)
 			}
-			s.t.Logf("bundle %s unpacked by Job %s/%s from %s", version, olmNamespace, j.Name, ref)
+			s.t.Logf("bundle %s unpacked by Job %s/%s from %s", version, ns, j.Name, ref)
 			return
 		}
 	}
@@ -501,7 +514,7 @@ func (s *olmStory) waitInstalled(version string) *appsv1.Deployment {
 	eventually(s.t, "CSV "+name+" Succeeded and the only CSV", 4*time.Minute, func() (bool, string) {
 		list := &unstructured.UnstructuredList{}
 		list.SetGroupVersionKind(gvkCSV)
-		if err := k8s.List(ctx, list, client.InNamespace(olmOperatorNS)); err != nil {
+		if err := k8s.List(ctx, list, client.InNamespace(s.installNS)); err != nil {
 			return false, err.Error()
 		}
 		var state []string
@@ -514,10 +527,10 @@ func (s *olmStory) waitInstalled(version string) *appsv1.Deployment {
 	dep := &appsv1.Deployment{}
 	webhook := version != "0.1.0"
 	eventually(s.t, "the "+version+" manager rolled out, ready, with the CA of the CRD", 3*time.Minute, func() (bool, string) {
-		if err := k8s.Get(ctx, types.NamespacedName{Namespace: olmOperatorNS, Name: "okgoes-operator-controller-manager"}, dep); err != nil {
+		if err := k8s.Get(ctx, types.NamespacedName{Namespace: s.installNS, Name: "okgoes-operator-controller-manager"}, dep); err != nil {
 			return false, err.Error()
 		}
-		pods := podsOf(s.t, olmOperatorNS, map[string]string{"control-plane": "controller-manager"})
+		pods := podsOf(s.t, s.installNS, map[string]string{"control-plane": "controller-manager"})
 		var state []string
 		ready := 0
 		for _, p := range pods {
@@ -542,7 +555,7 @@ func (s *olmStory) waitInstalled(version string) *appsv1.Deployment {
 		// rotates the certificate once more. Settled: the Secret belongs to this CSV.
 		secret := &corev1.Secret{}
 		ownedByThisCSV := false
-		if err := k8s.Get(ctx, types.NamespacedName{Namespace: olmOperatorNS, Name: "okgoes-operator-controller-manager-service-cert"}, secret); err == nil {
+		if err := k8s.Get(ctx, types.NamespacedName{Namespace: s.installNS, Name: "okgoes-operator-controller-manager-service-cert"}, secret); err == nil {
 			for _, o := range secret.OwnerReferences {
 				ownedByThisCSV = ownedByThisCSV || (o.Kind == "ClusterServiceVersion" && o.Name == name)
 			}
