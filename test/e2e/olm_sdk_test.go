@@ -220,11 +220,25 @@ func (s *olmStory) sdkRunBundleUpgrade() {
 	s.checkSDKCatalog(registry+"/okgoes/opm:e2e", bundle)
 }
 
-// sdkCleanup runs `operator-sdk cleanup okgoes-operator` as documented: with its default
-// --delete-all=true it removes the Subscription, the CSV (so the manager), the CatalogSource (so
-// the registry pod), the OperatorGroup it made, and the CRDs, and with them every custom resource.
+// sdkCleanup runs what docs/install.md tells users: delete the custom resources while the operator
+// runs (the garbage collector removes the cache's children), then `operator-sdk cleanup
+// okgoes-operator`, which with its default --delete-all=true removes the Subscription, the CSV (so
+// the manager), the CatalogSource (so the registry pod), the OperatorGroup it made, and the CRDs.
+// Deleting the CRD with the cache in it instead races the garbage collector: once the type is gone
+// it cannot verify the cache is, and keeps the cache's Deployment (kubernetes/kubernetes#102641;
+// seen once in CI).
 func (s *olmStory) sdkCleanup() {
 	_, ca := s.sdkRegistry()
+	must(s.t, k8s.Delete(ctx, s.sdkCache))
+	eventually(s.t, "the cache and its Redis Deployment gone, the operator still running", 2*time.Minute, func() (bool, string) {
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(s.sdkCache), s.sdkCache.DeepCopy()); !apierrors.IsNotFound(err) {
+			return false, fmt.Sprintf("the RedisCache: %v", err)
+		}
+		if err := k8s.Get(ctx, types.NamespacedName{Namespace: s.sdkCache.GetNamespace(), Name: "sessions"}, &appsv1.Deployment{}); !apierrors.IsNotFound(err) {
+			return false, fmt.Sprintf("its Redis Deployment: %v", err)
+		}
+		return true, ""
+	})
 	s.operatorSDK(ca, "cleanup", olmPackage, "--namespace", sdkNamespace, "--timeout", "3m")
 	eventually(s.t, "the operator, its catalog, its CRDs and the cache's Deployment gone", 3*time.Minute, func() (bool, string) {
 		var left []string
@@ -249,10 +263,6 @@ func (s *olmStory) sdkCleanup() {
 		}
 		if err := k8s.Get(ctx, types.NamespacedName{Namespace: sdkNamespace, Name: "okgoes-operator-controller-manager"}, &appsv1.Deployment{}); !apierrors.IsNotFound(err) {
 			left = append(left, "the manager Deployment")
-		}
-		// The cache went with its CRD, and the garbage collector removes what it owned.
-		if err := k8s.Get(ctx, types.NamespacedName{Namespace: s.sdkCache.GetNamespace(), Name: "sessions"}, &appsv1.Deployment{}); !apierrors.IsNotFound(err) {
-			left = append(left, "the cache's Redis Deployment")
 		}
 		pods := &corev1.PodList{}
 		must(s.t, k8s.List(ctx, pods, client.InNamespace(sdkNamespace)))

@@ -81,7 +81,7 @@ func TestOLM(t *testing.T) {
 		{"uninstall (Subscription and CSV deleted): operator gone, CRDs, custom resources and S3 backups kept", s.uninstall},
 		{"operator-sdk run bundle <registry>/okgoes-operator-bundle:v0.2.0 --index-image <registry>/okgoes/opm:e2e: CRDs first, then the operator; a RedisCache at 0.2.0", s.sdkRunBundle},
 		{"operator-sdk run bundle-upgrade <registry>/okgoes-operator-bundle:v0.3.0: CRD ahead of the controller, conversion live, the 0.2.0 cache kept", s.sdkRunBundleUpgrade},
-		{"operator-sdk cleanup okgoes-operator: operator, catalog, CRDs and their custom resources removed", s.sdkCleanup},
+		{"the cache deleted while the operator runs (its children go), then operator-sdk cleanup okgoes-operator: operator, catalog and CRDs removed", s.sdkCleanup},
 	}
 	for _, st := range steps {
 		if s.step(st.name, st.run) {
