@@ -39,14 +39,7 @@ func TestRedisCachePersistenceRestartsWarm(t *testing.T) {
 	redisCLI := func(script string) (string, error) {
 		return kubectl("-n", ns, "exec", cli, "--", "sh", "-c", script)
 	}
-	var mset strings.Builder
-	for i := range 100 {
-		fmt.Fprintf(&mset, " k%d v%d", i, i)
-	}
-	out, err := redisCLI(fmt.Sprintf("printf 'MSET%s\\nWAIT 1 10000\\n' | redis-cli -h %s -p 6379", mset.String(), writeIP))
-	if err != nil || !strings.Contains(out, "OK") || strings.TrimSpace(out[strings.LastIndex(out, "OK")+2:]) != "1" {
-		t.Fatalf("MSET + WAIT 1 through the Service warm: %v\n%s", err, out)
-	}
+	msetAcknowledged(t, redisCLI, writeIP, 1)
 
 	labels := map[string]string{"app.kubernetes.io/instance": "warm", "app.kubernetes.io/name": "rediscache"}
 	before := map[string]string{}

@@ -42,14 +42,7 @@ func TestRedisCacheReplicationFailsOver(t *testing.T) {
 	}
 
 	// 100 keys through <name>, acknowledged by both replicas (WAIT 2) before the test goes on.
-	var mset strings.Builder
-	for i := range 100 {
-		fmt.Fprintf(&mset, " k%d v%d", i, i)
-	}
-	out, err := redisCLI(fmt.Sprintf("printf 'MSET%s\\nWAIT 2 10000\\n' | redis-cli -h %s -p 6379", mset.String(), writeIP))
-	if err != nil || !strings.Contains(out, "OK") || strings.TrimSpace(out[strings.LastIndex(out, "OK")+2:]) != "2" {
-		t.Fatalf("MSET + WAIT 2 through the Service repl: %v\n%s", err, out)
-	}
+	msetAcknowledged(t, redisCLI, writeIP, 2)
 	for range 5 { // several connections: the Service spreads them over both replicas
 		if out, err := redisCLI(fmt.Sprintf("redis-cli -h %s -p 6379 GET k99", readIP)); err != nil || strings.TrimSpace(out) != "v99" {
 			t.Fatalf("GET k99 through repl-replicas: %v %q", err, out)
@@ -166,6 +159,20 @@ func TestRedisCacheReplicationFailsOver(t *testing.T) {
 				t.Errorf("GET k42 through repl-replicas at %d replicas, for 30 s: %v %q", n, err, out)
 			}
 		}
+	}
+}
+
+// msetAcknowledged writes k0..k99 = v0..v99 through the Service at ip with one MSET and waits
+// until replicas replicas acknowledged it (WAIT).
+func msetAcknowledged(t *testing.T, redisCLI func(string) (string, error), ip string, replicas int) {
+	t.Helper()
+	var mset strings.Builder
+	for i := range 100 {
+		fmt.Fprintf(&mset, " k%d v%d", i, i)
+	}
+	out, err := redisCLI(fmt.Sprintf("printf 'MSET%s\\nWAIT %d 10000\\n' | redis-cli -h %s -p 6379", mset.String(), replicas, ip))
+	if err != nil || !strings.Contains(out, "OK") || strings.TrimSpace(out[strings.LastIndex(out, "OK")+2:]) != fmt.Sprint(replicas) {
+		t.Fatalf("MSET + WAIT %d through %s: %v\n%s", replicas, ip, err, out)
 	}
 }
 
