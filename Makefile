@@ -83,8 +83,9 @@ bench-scale: k8s-assets ## Scale harness (issue 13): own kube-apiserver + etcd w
 ##@ Build
 
 .PHONY: build
-build: ## Build the manager binary.
+build: ## Build the operator image's two programs: the manager and the backup mover.
 	CGO_ENABLED=0 go build -o $(LOCALBIN)/manager .
+	CGO_ENABLED=0 go build -o $(LOCALBIN)/mover ./cmd/mover
 
 .PHONY: run
 run: build k8s-assets ## Run the manager against $KUBECONFIG, or against a local control plane it starts.

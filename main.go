@@ -1,6 +1,6 @@
 // Command okgoes-operator is the manager of the okgoes operator: it runs the RedisCache and
 // PVCBackup controllers with leader election, health probes and a secured metrics endpoint. The
-// same binary is the backup mover (`manager mover backup`) that runs in the backup Jobs.
+// backup Jobs run the mover, cmd/mover, the other program of the operator's image.
 package main
 
 import (
@@ -9,9 +9,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -36,7 +34,6 @@ import (
 	storagev1 "github.com/okgoes/okgoes-operator/api/storage/v1"
 	cachecontrollers "github.com/okgoes/okgoes-operator/controllers/cache"
 	storagecontrollers "github.com/okgoes/okgoes-operator/controllers/storage"
-	"github.com/okgoes/okgoes-operator/internal/mover"
 	"github.com/okgoes/okgoes-operator/internal/schedule"
 	"github.com/okgoes/okgoes-operator/internal/storageversion"
 	"github.com/okgoes/okgoes-operator/internal/webhookcert"
@@ -118,11 +115,6 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 }
 
 func main() {
-	// `manager mover backup|restore` is the program of the backup and restore Jobs: the same
-	// image, another role.
-	if len(os.Args) > 2 && os.Args[1] == "mover" {
-		os.Exit(runMover(os.Args[2]))
-	}
 	c, err := parseFlags(flag.CommandLine, os.Args[1:])
 	if err != nil {
 		// flag reports its own parse errors; this is a value it parsed but the manager refuses.
@@ -141,33 +133,6 @@ func main() {
 		setupLog.Error(err, "manager exited with an error")
 		os.Exit(1)
 	}
-}
-
-// runMover runs a mover command. SIGTERM (the Job's activeDeadlineSeconds, an eviction, a
-// deletion) cancels it, so that it aborts its upload and reports Interrupted before the kubelet's
-// SIGKILL.
-func runMover(command string) int {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	defer stop()
-	mover.SetMemoryLimit(os.Getenv)
-	mover.UseTempDir(os.Getenv(mover.EnvKopiaCacheDir))
-	var res mover.Result
-	switch command {
-	case "backup":
-		res = mover.RunBackup(ctx, os.Getenv, version)
-	case "restore":
-		res = mover.RunRestore(ctx, os.Getenv)
-	case "verify":
-		res = mover.RunVerify(ctx, os.Getenv)
-	default:
-		fmt.Fprintf(os.Stderr, "mover: unknown command %q (backup, restore, verify)\n", command)
-		return 2
-	}
-	if !res.Succeeded() {
-		fmt.Fprintln(os.Stderr, "mover:", res.Message)
-		return 1
-	}
-	return 0
 }
 
 // newManager builds the manager with every controller, probe and the metrics endpoint.

@@ -99,7 +99,7 @@ func (b *bench) kopiaBackup(ctx context.Context, name, id string) error {
 	return b.step(ctx, name, b.kopiaPrefix(), func() measurement {
 		env := append(b.moverEnv(), backupEnv(id, b.kopiaPrefix())...)
 		env = append(env, mover.EnvSourceDir+"="+b.source())
-		return runChild(ctx, b.work, env, b.f.manager, "mover", "backup")
+		return runChild(ctx, b.work, env, b.f.mover, "backup")
 	})
 }
 
@@ -149,7 +149,7 @@ func (b *bench) run(ctx context.Context) (datasetResults, error) {
 		err := b.step(ctx, "kopia/restore", "", func() measurement {
 			env := append(b.moverEnv(), mover.EnvTargetDir+"="+target,
 				mover.EnvManifestKey+"="+b.kopiaPrefix()+"backups/20261205T020000Z.manifest.json")
-			return runChild(ctx, b.work, env, b.f.manager, "mover", "restore")
+			return runChild(ctx, b.work, env, b.f.mover, "restore")
 		})
 		if err != nil {
 			return b.res, err

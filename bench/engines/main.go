@@ -43,7 +43,7 @@ type flags struct {
 	datasets   string
 	workDir    string
 	keep       bool
-	manager    string
+	mover      string
 	minio      string
 	restic     string
 	withRestic bool
@@ -90,7 +90,7 @@ func main() {
 	flag.StringVar(&f.datasets, "datasets", "random-1MiB,small-4KiB,logs", "comma-separated datasets: random-1MiB, small-4KiB, logs, million-1KiB")
 	flag.StringVar(&f.workDir, "workdir", "", "directory for the datasets, restores, caches and MinIO's data (default: a new temporary directory)")
 	flag.BoolVar(&f.keep, "keep", false, "keep the work directory")
-	flag.StringVar(&f.manager, "manager", "", "manager binary (default: built from this module with CGO_ENABLED=0)")
+	flag.StringVar(&f.mover, "mover", "", "mover binary, the program of the backup Jobs (default: ./cmd/mover built from this module with CGO_ENABLED=0)")
 	flag.StringVar(&f.minio, "minio", "bin/minio", "MinIO server binary")
 	flag.StringVar(&f.restic, "restic", "restic", "restic binary")
 	flag.BoolVar(&f.withRestic, "with-restic", true, "run restic too")
@@ -126,14 +126,14 @@ func benchmark(ctx context.Context, f flags) error {
 	if !f.keep {
 		defer os.RemoveAll(work)
 	}
-	if f.manager == "" {
-		f.manager = filepath.Join(work, "manager")
-		log.Printf("building the manager into %s", f.manager)
-		build := exec.Command("go", "build", "-o", f.manager, ".")
+	if f.mover == "" {
+		f.mover = filepath.Join(work, "mover")
+		log.Printf("building the mover into %s", f.mover)
+		build := exec.Command("go", "build", "-o", f.mover, "./cmd/mover")
 		build.Env = append(os.Environ(), "CGO_ENABLED=0")
 		build.Stdout, build.Stderr = os.Stderr, os.Stderr
 		if err := build.Run(); err != nil {
-			return fmt.Errorf("build the manager: %w", err)
+			return fmt.Errorf("build the mover: %w", err)
 		}
 	}
 	r := run{Date: time.Now().UTC(), Command: strings.Join(append([]string{"go run ./bench/engines"}, os.Args[1:]...), " "), Note: f.note, Scale: f.scale,

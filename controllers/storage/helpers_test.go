@@ -137,7 +137,7 @@ func (w *world) runMover(job *batchv1.Job, dir string) mover.Result {
 		env[mover.EnvKopiaCacheDir] = w.t.TempDir() // the Job's emptyDir
 	}
 	getenv := func(k string) string { return env[k] }
-	switch c.Command[2] {
+	switch c.Command[len(c.Command)-1] { // /mover backup|restore|verify
 	case "restore":
 		env[mover.EnvTargetDir] = dir
 		return mover.RunRestore(testCtx, getenv)

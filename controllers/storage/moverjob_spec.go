@@ -135,7 +135,7 @@ func desiredMoverJob(src s3Source, image string, j moverJob) *batchv1.Job {
 					Containers: []corev1.Container{{
 						Name:                     moverContainer,
 						Image:                    image,
-						Command:                  []string{"/manager", "mover", j.command},
+						Command:                  []string{"/mover", j.command},
 						Env:                      env,
 						VolumeMounts:             mounts,
 						Resources:                resources,

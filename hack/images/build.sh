@@ -3,8 +3,8 @@
 # container engine or a registry (hack/images/ociimage writes one-layer OCI layouts):
 #
 #   pause.tar     okgoes.local/pause:e2e            the pod sandbox: hack/images/pause, static Go
-#   operator.tar  okgoes.local/okgoes-operator:e2e-<sha256 of /manager, 12 hex> (in operator.ref)
-#                 /manager, the project's static binary (manager and mover)
+#   operator.tar  okgoes.local/okgoes-operator:e2e-<sha256 of /manager and /mover, 12 hex> (in operator.ref)
+#                 /manager and /mover (cmd/mover, the program of the backup Jobs), static binaries
 #   redis.tar     okgoes.local/redis:e2e            Debian's redis-server + redis-cli with their libraries, busybox sh
 #   minio.tar     okgoes.local/minio:e2e            bin/minio, the test S3 server (hack/envtest-assets.sh minio)
 #   tools.tar     okgoes.local/tools:e2e            busybox (sh, find, sha256sum ...) for the e2e suite's helper pods
@@ -123,11 +123,11 @@ build() {
 		# The same command as `make build`, so the binary (and the Go build cache) is shared. The
 		# tag names the binary's content, so that deploying a rebuilt operator onto a running
 		# cluster rolls the manager (and the mover Jobs get the new image too).
-		(cd "$root" && CGO_ENABLED=0 go build -o "$root/bin/manager" .)
+		(cd "$root" && CGO_ENABLED=0 go build -o "$root/bin/manager" . && CGO_ENABLED=0 go build -o "$root/bin/mover" ./cmd/mover)
 		local ref
-		ref="okgoes.local/okgoes-operator:${OPERATOR_TAG:-$tag-$(sha256sum "$root/bin/manager" | cut -c1-12)}"
+		ref="okgoes.local/okgoes-operator:${OPERATOR_TAG:-$tag-$(cat "$root/bin/manager" "$root/bin/mover" | sha256sum | cut -c1-12)}"
 		ociimage -ref "$ref" -o "$dest" -user 65532:65532 \
-			-file "/manager=$root/bin/manager" -dir /tmp=1777 -entrypoint /manager
+			-file "/manager=$root/bin/manager" -file "/mover=$root/bin/mover" -dir /tmp=1777 -entrypoint /manager
 		echo "$ref" >"$out/operator.ref"
 		;;
 	redis)

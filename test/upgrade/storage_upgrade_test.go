@@ -323,7 +323,8 @@ func (s *storageStory) playJob(job *batchv1.Job, bin, dir string) {
 	}
 	ctx, cancel := context.WithTimeout(s.ctx, 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, c.Command[1:]...)
+	// The Job's program, from the image of bin: /manager (`manager mover backup`, up to 0.3.0) or /mover.
+	cmd := exec.CommandContext(ctx, filepath.Join(filepath.Dir(bin), filepath.Base(c.Command[0])), c.Command[1:]...)
 	cmd.Env = env
 	out, runErr := cmd.CombinedOutput()
 	report, err := os.ReadFile(termLog)

@@ -279,14 +279,23 @@ func (s *story) buildRelease(ref string) string {
 
 func (s *story) buildCurrent() string { return s.goBuild(s.root) }
 
+// goBuild builds the operator image's programs of the tree in dir into one directory, as the
+// image holds them: /manager, and /mover where the tree has cmd/mover (releases up to 0.3.0 ran
+// their mover as `/manager mover`). It returns the manager's path.
 func (s *story) goBuild(dir string) string {
-	out := filepath.Join(s.t.TempDir(), "manager")
-	cmd := exec.Command("go", "build", "-o", out, ".")
-	cmd.Dir = dir
-	if b, err := cmd.CombinedOutput(); err != nil {
-		s.t.Fatalf("go build in %s: %v\n%s", dir, err, b)
+	image := s.t.TempDir()
+	pkgs := map[string]string{"manager": "."}
+	if _, err := os.Stat(filepath.Join(dir, "cmd", "mover")); err == nil {
+		pkgs["mover"] = "./cmd/mover"
 	}
-	return out
+	for name, pkg := range pkgs {
+		cmd := exec.Command("go", "build", "-o", filepath.Join(image, name), pkg)
+		cmd.Dir = dir
+		if b, err := cmd.CombinedOutput(); err != nil {
+			s.t.Fatalf("go build %s in %s: %v\n%s", pkg, dir, err, b)
+		}
+	}
+	return filepath.Join(image, "manager")
 }
 
 func (s *story) webhookArgs(port string) []string {
