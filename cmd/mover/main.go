@@ -31,6 +31,7 @@ func main() {
 func run(command string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
+	mover.SetGCPercent(os.Getenv)
 	mover.SetMemoryLimit(os.Getenv)
 	mover.UseTempDir(os.Getenv(mover.EnvKopiaCacheDir))
 	var res mover.Result

@@ -45,15 +45,18 @@ import (
 const smallChunkBytes = 8 << 20
 
 // planned is an object of the snapshot to read: a file, or a symlink (whose target is an object).
+// A plan holds one per file of the snapshot, 200,000 for a tree of 200,000 files, so it keeps
+// only the entry kopia loaded anyway and the index of its directory's path (readPlan.dirs): its
+// path and object ID are computed when it is read (the path and the IDs stored besides took
+// about 40 MiB of live heap for such a tree, doubled by the garbage collector's headroom).
 type planned struct {
-	rel   string // slash-separated path under the root, as kopia's restore names it
+	dir   int32 // index of the directory's path in readPlan.dirs
 	entry fs.Entry
-	oid   object.ID
-	cid   content.ID // set for the small ones
 }
 
 // readPlan is the snapshot's objects, the small ones grouped by pack.
 type readPlan struct {
+	dirs   []string // slash-separated paths of the directories under the root ("" is the root)
 	byPack map[blob.ID][]planned
 	order  []blob.ID // packs in the order the walk met them
 	// extent is the length of the start of each pack that holds the small objects' chunks.
@@ -62,36 +65,55 @@ type readPlan struct {
 	rest []planned
 }
 
+// rel is o's slash-separated path under the root, as kopia's restore names it.
+func (p *readPlan) rel(o planned) string { return path.Join(p.dirs[o.dir], o.entry.Name()) }
+
+// oid is o's object ID.
+func (o planned) oid() object.ID {
+	return o.entry.(object.HasObjectID).ObjectID() //nolint:forcetypeassert // the walk plans objects only
+}
+
 // planReads walks the tree under root. With all, the objects that are not small go to rest.
 func planReads(ctx context.Context, rep repo.Repository, root fs.Entry, all bool) (*readPlan, error) {
 	p := &readPlan{byPack: map[blob.ID][]planned{}, extent: map[blob.ID]int64{}}
-	return p, p.walk(ctx, rep, root, "", all)
+	if d, ok := root.(fs.Directory); ok {
+		return p, p.walkDir(ctx, rep, d, "", all)
+	}
+	p.dirs = []string{""}
+	return p, p.plan(ctx, rep, root, 0, all)
 }
 
-func (p *readPlan) walk(ctx context.Context, rep repo.Repository, e fs.Entry, rel string, all bool) error {
-	if d, ok := e.(fs.Directory); ok {
-		entries, err := fs.GetAllEntries(ctx, d)
+func (p *readPlan) walkDir(ctx context.Context, rep repo.Repository, d fs.Directory, rel string, all bool) error {
+	entries, err := fs.GetAllEntries(ctx, d)
+	if err != nil {
+		return fmt.Errorf("list %q: %w", rel, err)
+	}
+	dir := int32(len(p.dirs)) //nolint:gosec // a snapshot of more than 2^31 directories does not fit in memory anyway
+	p.dirs = append(p.dirs, rel)
+	for _, child := range entries {
+		if sub, ok := child.(fs.Directory); ok {
+			err = p.walkDir(ctx, rep, sub, path.Join(rel, child.Name()), all)
+		} else {
+			err = p.plan(ctx, rep, child, dir, all)
+		}
 		if err != nil {
-			return fmt.Errorf("list %q: %w", rel, err)
+			return err
 		}
-		for _, child := range entries {
-			if err := p.walk(ctx, rep, child, path.Join(rel, child.Name()), all); err != nil {
-				return err
-			}
-		}
+	}
+	return nil
+}
+
+// plan adds e, an entry of directory dir, to the plan if it is an object.
+func (p *readPlan) plan(ctx context.Context, rep repo.Repository, e fs.Entry, dir int32, all bool) error {
+	if _, ok := e.(object.HasObjectID); !ok {
 		return nil
 	}
-	h, ok := e.(object.HasObjectID)
-	if !ok {
-		return nil
-	}
-	o := planned{rel: rel, entry: e, oid: h.ObjectID()}
-	if info, small := smallObject(ctx, rep, e, o.oid); small {
+	o := planned{dir: dir, entry: e}
+	if info, small := smallObject(ctx, rep, e); small {
 		pack := info.PackBlobID
 		if _, seen := p.byPack[pack]; !seen {
 			p.order = append(p.order, pack)
 		}
-		o.cid = info.ContentID
 		p.byPack[pack] = append(p.byPack[pack], o)
 		p.extent[pack] = max(p.extent[pack], int64(info.PackOffset)+int64(info.PackedLength))
 	} else if all {
@@ -101,12 +123,17 @@ func (p *readPlan) walk(ctx context.Context, rep repo.Repository, e fs.Entry, re
 }
 
 // smallObject says whether e is a file of one chunk of at most smallChunkBytes in a data pack,
-// and returns where that chunk is.
-func smallObject(ctx context.Context, rep repo.Repository, e fs.Entry, oid object.ID) (content.Info, bool) {
+// and returns where that chunk is. It depends on e's object and the index only: restoreSmallFilesByPack
+// writes the files it holds small, and volumeOutput skips the same files.
+func smallObject(ctx context.Context, rep repo.Repository, e fs.Entry) (content.Info, bool) {
 	if _, file := e.(fs.File); !file || e.Size() == 0 || e.Size() > smallChunkBytes {
 		return content.Info{}, false
 	}
-	cid, _, direct := oid.ContentID()
+	h, ok := e.(object.HasObjectID)
+	if !ok {
+		return content.Info{}, false
+	}
+	cid, _, direct := h.ObjectID().ContentID()
 	if !direct {
 		return content.Info{}, false
 	}
@@ -196,34 +223,25 @@ func each(ctx context.Context, objs []planned, fn func(context.Context, planned)
 	return g.Wait()
 }
 
-// restoreSmallFilesByPack writes the small files of the tree under root into out's target,
-// pack by pack, and returns their relative paths.
-func (r *Repo) restoreSmallFilesByPack(ctx context.Context, root fs.Entry, out *restore.FilesystemOutput) (map[string]struct{}, error) {
+// restoreSmallFilesByPack writes the small files of the tree under root (smallObject) into
+// out's target, pack by pack.
+func (r *Repo) restoreSmallFilesByPack(ctx context.Context, root fs.Entry, out *restore.FilesystemOutput) error {
 	plan, err := planReads(ctx, r.rep, root, false)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	dirs := &parentDirs{target: out.TargetPath, made: map[string]bool{}}
-	err = plan.eachByPack(ctx, r.rep, r.packs, func(ctx context.Context, o planned) error {
-		if err := dirs.ensure(path.Dir(o.rel)); err != nil {
+	return plan.eachByPack(ctx, r.rep, r.packs, func(ctx context.Context, o planned) error {
+		if err := dirs.ensure(plan.dirs[o.dir]); err != nil {
 			return err
 		}
-		target := filepath.Join(out.TargetPath, filepath.FromSlash(o.rel))
+		rel := plan.rel(o)
+		target := filepath.Join(out.TargetPath, filepath.FromSlash(rel))
 		if err := writeRestoredFile(ctx, target, o.entry.(fs.File), nil); err != nil { //nolint:forcetypeassert // smallObject took files only
-			return fmt.Errorf("restore %q: %w", o.rel, err)
+			return fmt.Errorf("restore %q: %w", rel, err)
 		}
 		return nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	done := map[string]struct{}{}
-	for _, objs := range plan.byPack {
-		for _, o := range objs {
-			done[o.rel] = struct{}{}
-		}
-	}
-	return done, nil
 }
 
 // parentDirs creates the directories the pass writes into, as kopia's restore creates them

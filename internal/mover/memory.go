@@ -33,6 +33,22 @@ func SetMemoryLimit(getenv func(string) string) int64 {
 	return limit
 }
 
+// gcPercent is the mover's GOGC: the heap may grow to 1.5 × its live size between collections,
+// not 2 ×. A mover is a batch process whose peak memory is what its Job must be given; measured
+// on the 200,000-file tree (docs/benchmarks.md), it lowered the peak RSS of a first kopia backup
+// from 295–309 to 236 MiB for about 10 % more CPU.
+const gcPercent = 50
+
+// SetGCPercent sets the garbage collector's target to gcPercent, unless GOGC sets it. It returns
+// the percentage it set, or 0.
+func SetGCPercent(getenv func(string) string) int {
+	if getenv("GOGC") != "" {
+		return 0
+	}
+	debug.SetGCPercent(gcPercent)
+	return gcPercent
+}
+
 // UseTempDir points the process's TMPDIR at a directory under dir (kopia's cache volume): the
 // mover's root filesystem is read-only and has no /tmp. For the mover's main only.
 func UseTempDir(dir string) {

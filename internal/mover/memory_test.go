@@ -25,3 +25,20 @@ func TestMemoryLimitFollowsTheContainerLimit(t *testing.T) {
 		}
 	}
 }
+
+func TestGCPercentIsTheMoversUnlessGOGCIsSet(t *testing.T) {
+	defer debug.SetGCPercent(debug.SetGCPercent(100))
+	for _, c := range []struct {
+		env  env
+		want int
+	}{
+		{env{}, gcPercent},
+		{env{"GOGC": "200"}, 100}, // the user's setting wins: the runtime read it at start (100 here)
+	} {
+		debug.SetGCPercent(100)
+		SetGCPercent(c.env.get)
+		if got := debug.SetGCPercent(100); got != c.want {
+			t.Errorf("%v: GOGC %d, want %d", c.env, got, c.want)
+		}
+	}
+}
