@@ -144,9 +144,11 @@ func smallObject(ctx context.Context, rep repo.Repository, e fs.Entry) (content.
 	return info, true
 }
 
-// packsHeld bounds the packs eachByPack holds in memory: one whose last objects are being read,
-// one being read, one being fetched (about 60 MiB with kopia's 20 MiB packs).
-const packsHeld = 3
+// packsHeld bounds the packs eachByPack holds in memory: one being read (its last objects, and
+// the first of the next), one being fetched: about 40 MiB with kopia's 20 MiB packs. Three
+// restored 1 GiB of 1 MiB files no faster (9.6–9.9 s vs 9.3–9.5 s, one run each, loaded) and
+// held 20 MiB more, which the collector's headroom made 60–80 MiB of RSS (docs/benchmarks.md).
+const packsHeld = 2
 
 // eachByPack calls fn for the small objects, pack after pack, RestoreParallelism at a time. The
 // start of each pack that holds their chunks is fetched with one GET and held in memory until
