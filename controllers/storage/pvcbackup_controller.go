@@ -385,11 +385,16 @@ func (r *PVCBackupReconciler) reconcileFinishedRuns(ctx context.Context, s *scop
 		return len(h) == historyLimit && id < h[len(h)-1].ID
 	}
 	sel := client.MatchingLabels{labelBackup: pb.Name}
-	lists := []client.ObjectList{&batchv1.JobList{}, &corev1.PersistentVolumeClaimList{}}
-	if r.SnapshotsAvailable {
-		lists = append(lists, &snapshotv1.VolumeSnapshotList{})
+	type runObjects struct {
+		kind string
+		list client.ObjectList
 	}
-	for _, list := range lists {
+	lists := []runObjects{{"Job", &batchv1.JobList{}}, {"PersistentVolumeClaim", claimMetadataList()}}
+	if r.SnapshotsAvailable {
+		lists = append(lists, runObjects{"VolumeSnapshot", &snapshotv1.VolumeSnapshotList{}})
+	}
+	for _, l := range lists {
+		kind, list := l.kind, l.list
 		if err := r.List(ctx, list, client.InNamespace(pb.Namespace), sel); err != nil {
 			return fmt.Errorf("list run objects: %w", err)
 		}
@@ -400,7 +405,7 @@ func (r *PVCBackupReconciler) reconcileFinishedRuns(ctx context.Context, s *scop
 			}
 			err := r.Delete(ctx, obj, client.PropagationPolicy(metav1.DeletePropagationBackground))
 			if err != nil && !apierrors.IsNotFound(err) {
-				return fmt.Errorf("delete %T %s of run %s: %w", obj, obj.GetName(), obj.GetLabels()[labelRun], err)
+				return fmt.Errorf("delete %s %s of run %s: %w", kind, obj.GetName(), obj.GetLabels()[labelRun], err)
 			}
 			return nil
 		})
