@@ -55,12 +55,12 @@ func init() {
 
 // config is what the command line sets.
 type config struct {
-	metricsAddr, probeAddr, leaderNamespace string
-	secureMetrics, enableHTTP2, leaderElect bool
-	maxConcurrent                           int
-	moverImage                              string
-	webhook                                 webhookConfig
-	zap                                     zap.Options
+	metricsAddr, probeAddr, pprofAddr, leaderNamespace string
+	secureMetrics, enableHTTP2, leaderElect            bool
+	maxConcurrent                                      int
+	moverImage                                         string
+	webhook                                            webhookConfig
+	zap                                                zap.Options
 	// inTest lets tests run several managers in one process (controller names are global).
 	inTest bool
 }
@@ -84,6 +84,8 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	fs.BoolVar(&c.enableHTTP2, "enable-http2", false, "Enable HTTP/2 for the metrics server "+
 		"(off by default: HTTP/2 Stream Cancellation and Rapid Reset CVEs).")
 	fs.StringVar(&c.probeAddr, "health-probe-bind-address", ":8081", "Address the health and readiness probes bind to.")
+	fs.StringVar(&c.pprofAddr, "pprof-bind-address", "0", "Address Go's pprof endpoints bind to (unauthenticated: "+
+		"for profiling on a test cluster, e.g. 127.0.0.1:6060); 0 disables them.")
 	fs.BoolVar(&c.leaderElect, "leader-elect", false, "Elect a leader so that only one manager replica reconciles.")
 	fs.StringVar(&c.leaderNamespace, "leader-election-namespace", "", "Namespace of the leader election Lease "+
 		"(default: the namespace the manager runs in).")
@@ -161,6 +163,7 @@ func newManager(restConfig *rest.Config, c config) (ctrl.Manager, error) {
 		}),
 		Metrics:                       metricsOpts,
 		HealthProbeBindAddress:        c.probeAddr,
+		PprofBindAddress:              c.pprofAddr,
 		LeaderElection:                c.leaderElect,
 		LeaderElectionID:              "okgoes-operator.okgoes.com",
 		LeaderElectionNamespace:       c.leaderNamespace,

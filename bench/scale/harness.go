@@ -28,6 +28,7 @@ const (
 	nsCaches    = "caches"
 	nsScheduled = "scheduled"
 	nsForeign   = "foreign"
+	nsFloor     = "floor"
 	bucket      = "scale"
 	credsSecret = "s3-credentials"
 	creators    = 16 // concurrent creates of the harness
@@ -55,7 +56,7 @@ func newHarness(cp *controlPlane, s3 *minioServer) (*harness, error) {
 
 // setup makes the namespaces, the bucket and the credentials Secret of each backup namespace.
 func (h *harness) setup(ctx context.Context) error {
-	for _, ns := range []string{nsSystem, nsBackups, nsCaches, nsScheduled, nsForeign} {
+	for _, ns := range []string{nsSystem, nsBackups, nsCaches, nsScheduled, nsForeign, nsFloor} {
 		if err := h.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 			return err
 		}
@@ -268,6 +269,9 @@ type scheduleLag struct {
 	p50, p90, p99, mx time.Duration
 	requests          requestStats
 	s3                map[string]int
+	// floor is how long the harness itself took to create as many Jobs, creators at a time:
+	// the API server's share of the lag of the last run, with no manager in between.
+	floor time.Duration
 }
 
 // measureSchedule creates n PVCBackups due in the same minute and measures when the manager
@@ -337,7 +341,33 @@ func (h *harness) measureSchedule(ctx context.Context, n int) (scheduleLag, erro
 	}
 	res.requests = summarise(start, n)
 	res.s3 = diffCounts(s3Before, h.s3.counts())
+	progress(fmt.Sprintf("the floor: %d Job creates by the harness, %d at a time", n, creators))
+	t0 := time.Now()
+	if err := h.createAll(ctx, n, floorJob); err != nil {
+		return res, fmt.Errorf("floor Jobs: %w", err)
+	}
+	res.floor = time.Since(t0)
 	return res, nil
+}
+
+// floorJob is a suspended Job of the size of a mover Job, in a namespace the manager ignores.
+func floorJob(i int) client.Object {
+	return &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Namespace: nsFloor, Name: fmt.Sprintf("floor-%05d", i),
+			Labels: map[string]string{"app": "floor", "storage.okgoes.com/run": "20261205T000000Z"}},
+		Spec: batchv1.JobSpec{
+			Suspend: ptr.To(true), BackoffLimit: ptr.To[int32](0), ActiveDeadlineSeconds: ptr.To[int64](3600),
+			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+				RestartPolicy: corev1.RestartPolicyNever,
+				Containers: []corev1.Container{{Name: "mover", Image: "example.invalid/okgoes-operator:scale",
+					Args:         []string{"mover", "backup"},
+					Env:          []corev1.EnvVar{{Name: "S3_ENDPOINT", Value: "http://127.0.0.1:9000"}, {Name: "S3_BUCKET", Value: bucket}},
+					VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/data", ReadOnly: true}}}},
+				Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
+					PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: fmt.Sprintf("data-%05d", i), ReadOnly: true}}}},
+			}},
+		},
+	}
 }
 
 // foreign is the manager's memory before and after unrelated objects were added.

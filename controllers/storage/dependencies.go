@@ -22,7 +22,7 @@ import (
 // polled, never a retry storm.
 func (r *PVCBackupReconciler) checkDependencies(ctx context.Context, s *scope, checkBucket bool) error {
 	pb := s.backup
-	pvc := &corev1.PersistentVolumeClaim{}
+	pvc := claimMetadata()
 	err := r.Get(ctx, client.ObjectKey{Namespace: pb.Namespace, Name: pb.Spec.PVCName}, pvc)
 	switch {
 	case apierrors.IsNotFound(err):
@@ -33,7 +33,13 @@ func (r *PVCBackupReconciler) checkDependencies(ctx context.Context, s *scope, c
 		return errclass.Waiting(ReasonPVCNotFound, fmt.Sprintf("PersistentVolumeClaim %q is being deleted", pb.Spec.PVCName), r.poll())
 	}
 	if pb.Spec.Snapshot != nil && r.SnapshotsAvailable {
-		if s.snapshotClass, err = r.resolveSnapshotClass(ctx, s, pvc); err != nil {
+		// The snapshot class depends on the PVC's spec, which the cache does not hold: read it
+		// uncached, as the PersistentVolume and classes it leads to are.
+		source, err := r.sourceClaim(ctx, pb)
+		if err != nil {
+			return err
+		}
+		if s.snapshotClass, err = r.resolveSnapshotClass(ctx, s, source); err != nil {
 			return err
 		}
 	}

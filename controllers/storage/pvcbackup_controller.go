@@ -112,7 +112,11 @@ type scope struct {
 	// the credentials Secret said about the kopia password (nil: it has one).
 	store       ObjectStore
 	passwordErr error
-	// checkedFresh is set once ensureFresh found the PVCBackup current in this reconcile.
+	// base is the status as last read or written in this reconcile: what the status patch is
+	// computed against (recordRunStart writes one before the end of the reconcile).
+	base *storagev1.PVCBackup
+	// checkedFresh is set once the PVCBackup was found current in this reconcile: by ensureFresh,
+	// or by recordRunStart's locked write.
 	checkedFresh bool
 	// engine is the engine of the next run, when this reconcile resolved it.
 	engine storagev1.BackupEngine
@@ -166,6 +170,7 @@ func (r *PVCBackupReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		return ctrl.Result{}, err
 	}
 	base = pb.DeepCopy() // the finalizer patch moved the resourceVersion the status patch is locked on
+	s.base = base
 
 	err := phase.Run(ctx, s,
 		r.reconcileSchedule,
@@ -173,13 +178,16 @@ func (r *PVCBackupReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		r.reconcileActiveRun,
 		r.reconcileNextRun,
 	)
-	if errors.Is(err, errStaleCache) {
+	switch {
+	case errors.Is(err, errStaleCache):
 		return ctrl.Result{RequeueAfter: staleCacheRetry}, nil
+	case errors.Is(err, errRunNotRecorded):
+		return ctrl.Result{}, err // nothing written, nothing created: try again with backoff
 	}
 	computeStatus(pb, s, err)
 	res, err := errclass.Result(err, s.requeue)
 	observeMetrics(pb, s) // before the write, so a reader of the new status sees matching gauges
-	perr := r.patchStatus(ctx, base, pb)
+	perr := r.patchStatus(ctx, s.base, pb)
 	switch {
 	case perr == nil && s.finished != nil:
 		observeFinishedRun(pb, s)
@@ -385,11 +393,16 @@ func (r *PVCBackupReconciler) reconcileFinishedRuns(ctx context.Context, s *scop
 		return len(h) == historyLimit && id < h[len(h)-1].ID
 	}
 	sel := client.MatchingLabels{labelBackup: pb.Name}
-	lists := []client.ObjectList{&batchv1.JobList{}, &corev1.PersistentVolumeClaimList{}}
-	if r.SnapshotsAvailable {
-		lists = append(lists, &snapshotv1.VolumeSnapshotList{})
+	type runObjects struct {
+		kind string
+		list client.ObjectList
 	}
-	for _, list := range lists {
+	lists := []runObjects{{"Job", &batchv1.JobList{}}, {"PersistentVolumeClaim", claimMetadataList()}}
+	if r.SnapshotsAvailable {
+		lists = append(lists, runObjects{"VolumeSnapshot", &snapshotv1.VolumeSnapshotList{}})
+	}
+	for _, l := range lists {
+		kind, list := l.kind, l.list
 		if err := r.List(ctx, list, client.InNamespace(pb.Namespace), sel); err != nil {
 			return fmt.Errorf("list run objects: %w", err)
 		}
@@ -400,7 +413,7 @@ func (r *PVCBackupReconciler) reconcileFinishedRuns(ctx context.Context, s *scop
 			}
 			err := r.Delete(ctx, obj, client.PropagationPolicy(metav1.DeletePropagationBackground))
 			if err != nil && !apierrors.IsNotFound(err) {
-				return fmt.Errorf("delete %T %s of run %s: %w", obj, obj.GetName(), obj.GetLabels()[labelRun], err)
+				return fmt.Errorf("delete %s %s of run %s: %w", kind, obj.GetName(), obj.GetLabels()[labelRun], err)
 			}
 			return nil
 		})
@@ -460,8 +473,44 @@ func (r *PVCBackupReconciler) reconcileNextRun(ctx context.Context, s *scope) er
 	run.ID = runID(run.ScheduledTime.Time, run.Manual)
 	run.Engine = s.engine // resolved by checkDependencies, as a run is due
 	pb.Status.ActiveRun = run
+	if err := r.recordRunStart(ctx, s); err != nil {
+		return err
+	}
 	// Create the snapshot or Job right away; the next reconcile follows it.
 	return r.reconcileActiveRun(ctx, s)
+}
+
+// errRunNotRecorded ends a reconcile whose recordRunStart failed for another reason than a stale
+// copy: nothing of the run was written or created, and the reconcile is retried with backoff.
+var errRunNotRecorded = errors.New("the start of the run could not be recorded")
+
+// recordRunStart writes the status holding the new active run before any object of the run is
+// created. The write is locked on the resourceVersion of the copy the run was decided from, so
+// it succeeds only if that copy was the API server's current one: the proof ensureFresh buys
+// with a GET, here for free, when a whole schedule's runs start in the same minute (issue 13:
+// a run start is two requests, this patch and the Job's create). It also means that a run's
+// objects exist only for a run its status records: a spec change racing the tick either comes
+// first (Conflict: nothing is created, the next reconcile decides on the new spec) or finds the
+// run started. The status written is the one the reconcile ends with once the run's Job or
+// snapshot is created, so that its end writes nothing more.
+func (r *PVCBackupReconciler) recordRunStart(ctx context.Context, s *scope) error {
+	pb := s.backup
+	s.stage = ReasonUploading
+	if pb.Spec.Snapshot != nil {
+		s.stage = ReasonSnapshotPending
+	}
+	computeStatus(pb, s, nil)
+	observeMetrics(pb, s)
+	err := r.Status().Patch(ctx, pb, client.MergeFromWithOptions(s.base, client.MergeFromWithOptimisticLock{}))
+	switch {
+	case apierrors.IsConflict(err), apierrors.IsNotFound(err):
+		return errStaleCache // a newer copy is on its way, or the PVCBackup is gone
+	case err != nil:
+		return fmt.Errorf("%w: patch status: %w", errRunNotRecorded, err)
+	}
+	s.base = pb.DeepCopy()
+	s.checkedFresh = true
+	return nil
 }
 
 // patchStatus writes the status computed in this reconcile, once, skipped when unchanged.

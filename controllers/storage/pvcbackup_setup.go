@@ -5,6 +5,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -28,11 +29,30 @@ type Options struct {
 
 // CachedObjects restricts the manager's Job informer to the operator's own Jobs (every mover Job
 // is labelled app.kubernetes.io/managed-by=okgoes-operator): without it the cache holds every Job
-// of the cluster. PersistentVolumeClaims stay fully cached: a PVCBackup reads the user's PVC.
+// of the cluster. PersistentVolumeClaims are cached as metadata only (claimMetadata).
 func CachedObjects() map[client.Object]cache.ByObject {
 	return map[client.Object]cache.ByObject{
 		&batchv1.Job{}: {Label: labels.SelectorFromSet(labels.Set{"app.kubernetes.io/managed-by": "okgoes-operator"})},
 	}
+}
+
+// claimMetadata is an empty PersistentVolumeClaim of which the cache keeps the metadata only.
+// A PVCBackup needs the user's PVC cached (every reconcile checks that it exists and is not being
+// deleted) but not its spec and status: cached whole, the PVCs of a cluster are a good part of
+// the manager's memory. The few reads that need a PVC's spec (snapshot class, restored size) are
+// uncached (sourceClaim). No reader of the manager's cache may ask for a typed PVC: that starts a
+// second, full informer of every PVC.
+func claimMetadata() *metav1.PartialObjectMetadata {
+	m := &metav1.PartialObjectMetadata{}
+	m.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("PersistentVolumeClaim"))
+	return m
+}
+
+// claimMetadataList is the list of claimMetadata.
+func claimMetadataList() *metav1.PartialObjectMetadataList {
+	l := &metav1.PartialObjectMetadataList{}
+	l.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("PersistentVolumeClaimList"))
+	return l
 }
 
 // SnapshotAPIServed tells whether the cluster serves snapshot.storage.k8s.io/v1 VolumeSnapshots;
@@ -63,7 +83,7 @@ func (r *PVCBackupReconciler) SetupWithManager(mgr ctrl.Manager, opts Options) e
 	b := ctrl.NewControllerManagedBy(mgr).
 		For(&storagev1.PVCBackup{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Owns(&batchv1.Job{}, builder.WithPredicates(notCreated())).
-		Owns(&corev1.PersistentVolumeClaim{}, builder.WithPredicates(notCreated()))
+		Owns(&corev1.PersistentVolumeClaim{}, builder.OnlyMetadata, builder.WithPredicates(notCreated()))
 	if r.SnapshotsAvailable {
 		b = b.Owns(&snapshotv1.VolumeSnapshot{}, builder.WithPredicates(notCreated()))
 	}

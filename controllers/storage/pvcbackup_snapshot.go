@@ -48,9 +48,9 @@ func (r *PVCBackupReconciler) ensureSourceClaim(ctx context.Context, s *scope) (
 		}
 		class := s.snapshotClass
 		if class == "" { // the run started in an earlier reconcile, whose Create failed
-			source := &corev1.PersistentVolumeClaim{}
-			if err := r.Get(ctx, client.ObjectKey{Namespace: pb.Namespace, Name: pb.Spec.PVCName}, source); err != nil {
-				return "", fmt.Errorf("get source PVC: %w", err)
+			source, err := r.sourceClaim(ctx, pb)
+			if err != nil {
+				return "", err
 			}
 			if class, err = r.resolveSnapshotClass(ctx, s, source); err != nil {
 				return "", err
@@ -95,16 +95,15 @@ func (r *PVCBackupReconciler) ensureSourceClaim(ctx context.Context, s *scope) (
 		return "", nil
 	}
 
-	source := &corev1.PersistentVolumeClaim{}
-	if err := r.Get(ctx, client.ObjectKey{Namespace: pb.Namespace, Name: pb.Spec.PVCName}, source); err != nil {
-		return "", fmt.Errorf("get source PVC: %w", err)
-	}
-	tmp := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: pb.Namespace, Name: name}}
-	if err := r.Get(ctx, client.ObjectKeyFromObject(tmp), tmp); apierrors.IsNotFound(err) {
+	if err := r.Get(ctx, client.ObjectKey{Namespace: pb.Namespace, Name: name}, claimMetadata()); apierrors.IsNotFound(err) {
 		if err := r.ensureFresh(ctx, s); err != nil {
 			return "", err
 		}
-		tmp = desiredSnapshotClaim(pb, run, name, source, vs)
+		source, err := r.sourceClaim(ctx, pb)
+		if err != nil {
+			return "", err
+		}
+		tmp := desiredSnapshotClaim(pb, run, name, source, vs)
 		if err := controllerutil.SetControllerReference(pb, tmp, r.Scheme()); err != nil {
 			return "", err
 		}
@@ -115,6 +114,17 @@ func (r *PVCBackupReconciler) ensureSourceClaim(ctx context.Context, s *scope) (
 		return "", fmt.Errorf("get PVC from snapshot: %w", err)
 	}
 	return name, nil
+}
+
+// sourceClaim reads the PVC of pb, uncached: the cache holds the metadata of PVCs only
+// (claimMetadata), and their spec is needed only to pick a snapshot class and to size the PVC
+// restored from a snapshot, once per run.
+func (r *PVCBackupReconciler) sourceClaim(ctx context.Context, pb *storagev1.PVCBackup) (*corev1.PersistentVolumeClaim, error) {
+	source := &corev1.PersistentVolumeClaim{}
+	if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: pb.Namespace, Name: pb.Spec.PVCName}, source); err != nil {
+		return nil, fmt.Errorf("get source PVC: %w", err)
+	}
+	return source, nil
 }
 
 // snapshotProgress says how far the snapshot got: with no VolumeSnapshotContent bound, the

@@ -233,19 +233,18 @@ func (r *PVCRestoreReconciler) resolveSource(ctx context.Context, s *restoreScop
 func (r *PVCRestoreReconciler) resolveTarget(ctx context.Context, s *restoreScope) error {
 	pr := s.restore
 	t := pr.Spec.Target
-	pvc := &corev1.PersistentVolumeClaim{}
 	name := t.PVCName
 	if t.NewPVC != nil {
 		name = t.NewPVC.Name
 	}
+	pvc := claimMetadata() // its labels are all this needs
 	err := r.Get(ctx, client.ObjectKey{Namespace: pr.Namespace, Name: name}, pvc)
 	switch {
 	case apierrors.IsNotFound(err) && t.NewPVC != nil:
 		if err := r.checkNewPVCSize(ctx, s); err != nil {
 			return err
 		}
-		pvc = desiredRestorePVC(pr)
-		if err := r.Create(ctx, pvc); err != nil && !apierrors.IsAlreadyExists(err) {
+		if err := r.Create(ctx, desiredRestorePVC(pr)); err != nil && !apierrors.IsAlreadyExists(err) {
 			if apierrors.IsInvalid(err) {
 				return s.finish(storagev1.RestoreFailed, ReasonInvalidSpec, fmt.Sprintf("the API server rejected target.newPVC: %v", err))
 			}
