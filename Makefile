@@ -3,8 +3,8 @@
 # except Go modules.
 
 # The release being developed, and the one it upgrades from (docs/upgrades.md).
-VERSION ?= 0.3.0
-PREVIOUS_VERSION ?= 0.2.0
+VERSION ?= 0.4.0
+PREVIOUS_VERSION ?= 0.3.0
 FIRST_VERSION ?= 0.1.0
 IMAGE_TAG_BASE ?= quay.io/okgoes/okgoes-operator
 IMG ?= $(IMAGE_TAG_BASE):v$(VERSION)
@@ -12,7 +12,7 @@ BUNDLE_IMG ?= $(IMAGE_TAG_BASE)-bundle:v$(VERSION)
 CHANNELS ?= stable
 DEFAULT_CHANNEL ?= stable
 # createdAt of the CSV, pinned per version so that bundle/ is reproducible.
-BUNDLE_CREATED_AT ?= 2026-12-03T00:00:00Z
+BUNDLE_CREATED_AT ?= 2026-12-05T00:00:00Z
 CONTAINER_TOOL ?= docker
 
 SHELL = /usr/bin/env bash -o pipefail
@@ -142,17 +142,25 @@ scorecard-image: ## Build the custom scorecard tests image (scorecard/README.md)
 # make catalog renders releases/ into catalog/ (committed: the test fails when it is out of date).
 # CATALOG_BUNDLE_IMAGES=false renders bundles with an empty image, which OLM installs from their
 # olm.bundle.object properties without a registry (opm serve), into bin/catalog-local by default.
-# CATALOG_ARGS adds flags, e.g. --bundle-image 0.3.0=quay.io/okgoes/okgoes-operator-bundle@sha256:...
-# to pin a pushed bundle by digest (OLM then pulls it IfNotPresent instead of Always).
+# With images, every release's bundle image and (in relatedImages) manager image are pinned by the
+# digests in releases/digests.yaml (make release-digests), so OLM pulls bundles IfNotPresent and a
+# mirror copies exactly what was tested. CATALOG_ARGS adds flags, e.g. --bundle-image
+# 0.3.0=<ref> to name another bundle image of one release.
 CATALOG_BUNDLE_IMAGES ?= true
 CATALOG_ARGS ?=
 CATALOG_DIR ?= $(if $(filter false,$(CATALOG_BUNDLE_IMAGES)),$(LOCALBIN)/catalog-local,$(CURDIR)/catalog)
+CATALOG_DIGESTS ?= $(if $(filter false,$(CATALOG_BUNDLE_IMAGES)),,$(CURDIR)/releases/digests.yaml)
 OPM ?= $(LOCALBIN)/opm
+
+.PHONY: release-digests
+release-digests: ## Build every release's bundle image (releases/) and manager image (its release commit, hack/images/build.sh RELEASE_REFS) reproducibly and write their digests to releases/digests.yaml; then make catalog.
+	hack/images/build.sh digests
+	cp bin/images/digests.yaml releases/digests.yaml
 
 .PHONY: catalog
 catalog: ## Render the file-based catalog of releases/ into catalog/ and validate it (also with bin/opm once hack/tools/opm/build.sh built it).
 	cd hack/catalog && go run . --root ../.. --out $(abspath $(CATALOG_DIR)) --bundle-image-base $(IMAGE_TAG_BASE)-bundle \
-		--bundle-images=$(CATALOG_BUNDLE_IMAGES) --channel $(DEFAULT_CHANNEL) $(CATALOG_ARGS)
+		--bundle-images=$(CATALOG_BUNDLE_IMAGES) --channel $(DEFAULT_CHANNEL) $(if $(CATALOG_DIGESTS),--digests $(CATALOG_DIGESTS)) $(CATALOG_ARGS)
 	@if [ -x $(OPM) ]; then echo "$(OPM) validate $(CATALOG_DIR)"; $(OPM) validate $(CATALOG_DIR); \
 	else echo "catalog: $(OPM) not built (hack/tools/opm/build.sh), so only hack/catalog validated it"; fi
 
@@ -207,5 +215,5 @@ test-e2e: ## End-to-end suites on real pods: the e2e suite (make deploy), then t
 	hack/local-cluster.sh olm
 
 .PHONY: test-olm
-test-olm: ## OLM suite: OLM v0.31.0 installs the operator from a catalog of releases/, upgrades it 0.1.0 -> 0.2.0 -> 0.3.0, scorecard, uninstall; then operator-sdk run bundle 0.2.0, run bundle-upgrade 0.3.0 and cleanup through the local registry.
+test-olm: ## OLM suite: OLM v0.31.0 installs the operator from a catalog of releases/, upgrades it 0.1.0 -> 0.2.0 -> 0.3.0 -> 0.4.0, scorecard of 0.4.0, uninstall; then operator-sdk run bundle 0.2.0, run bundle-upgrade 0.3.0 and cleanup through the local registry.
 	hack/local-cluster.sh olm

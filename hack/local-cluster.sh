@@ -229,6 +229,13 @@ start() {
 		exec setsid "$@" >"$STATE/logs/$name.log" 2>&1 </dev/null
 	) &
 	echo $! >"$STATE/pids/$name.pid"
+	# Until the subshell has exec'd, pid_of does not know it as NAME: a wait_for right after
+	# would take it for exited (seen on the loaded machine: "registry exited", empty log).
+	local i=0
+	while [ $i -lt 100 ] && ! pid_of "$name" >/dev/null; do
+		sleep 0.05
+		i=$((i + 1))
+	done
 }
 
 # pid_of NAME prints the pid recorded for NAME if that process is still ours: alive and running

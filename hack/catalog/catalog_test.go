@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -49,14 +50,29 @@ func makeVar(t *testing.T, name string) string {
 	return string(m[1])
 }
 
-// makeOptions are the options `make catalog` passes (CATALOG_BUNDLE_IMAGES=false: images off).
+// makeOptions are the options `make catalog` passes (CATALOG_BUNDLE_IMAGES=false: images off,
+// and no digests).
 func makeOptions(t *testing.T, images bool) options {
-	return options{
+	o := options{
 		releases:        filepath.Join(root, "releases"),
 		bundleImageBase: makeVar(t, "IMAGE_TAG_BASE") + "-bundle",
 		bundleImages:    images,
 		channel:         makeVar(t, "DEFAULT_CHANNEL"),
 	}
+	if images {
+		o.digests = committedDigests(t)
+	}
+	return o
+}
+
+// committedDigests is releases/digests.yaml.
+func committedDigests(t *testing.T) *digests {
+	t.Helper()
+	d, err := loadDigests(filepath.Join(root, "releases", "digests.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
 }
 
 func renderBytes(t *testing.T, o options) []byte {
@@ -217,7 +233,7 @@ func TestChannelGraph(t *testing.T) {
 	rels := readShipped(t, filepath.Join(root, "releases"))
 	newest := rels[len(rels)-1]
 	channel := makeVar(t, "DEFAULT_CHANNEL")
-	bundleBase := makeVar(t, "IMAGE_TAG_BASE") + "-bundle"
+	pins := committedDigests(t).Releases
 
 	pkg := m["okgoes-operator"]
 	if len(m) != 1 || pkg == nil {
@@ -265,7 +281,7 @@ func TestChannelGraph(t *testing.T) {
 				t.Errorf("%s: skipRange %q must skip %s and not %s", b.Name, b.SkipRange, rels[i-1].version, r.version)
 			}
 		}
-		checkBundle(t, b, r, bundleBase+":v"+r.version.String())
+		checkBundle(t, b, r, pins[r.version.String()])
 		b = ch.Bundles[b.Replaces]
 	}
 	if b != nil {
@@ -273,9 +289,11 @@ func TestChannelGraph(t *testing.T) {
 	}
 }
 
-// checkBundle compares a bundle with the release it was rendered from.
-func checkBundle(t *testing.T, b *model.Bundle, r shipped, image string) {
+// checkBundle compares a bundle with the release it was rendered from and pinned by (no pins:
+// a bundle without an image, the CSV's relatedImages as they are).
+func checkBundle(t *testing.T, b *model.Bundle, r shipped, pins releaseImages) {
 	t.Helper()
+	image := pins.Bundle
 	if b.Image != image {
 		t.Errorf("%s: image %q, want %q", b.Name, b.Image, image)
 	}
@@ -340,7 +358,14 @@ func checkBundle(t *testing.T, b *model.Bundle, r shipped, image string) {
 	}
 	if ris, ok := r.csv["spec"].(map[string]any)["relatedImages"].([]any); ok {
 		for _, ri := range ris {
-			if img := ri.(map[string]any)["image"].(string); !imgs[img] {
+			img := ri.(map[string]any)["image"].(string)
+			if pins.Manager != "" && img == repository(pins.Manager)+":v"+r.version.String() {
+				if imgs[img] || !imgs[pins.Manager] {
+					t.Errorf("%s: relatedImages name the manager as %v, want only its digest %s", b.Name, slices.Sorted(maps.Keys(imgs)), pins.Manager)
+				}
+				continue
+			}
+			if !imgs[img] {
 				t.Errorf("%s: relatedImages lack the CSV's %s", b.Name, img)
 			}
 		}
@@ -379,7 +404,7 @@ func TestLocalCatalog(t *testing.T) {
 		if b == nil {
 			t.Fatalf("no bundle %s", r.csvName)
 		}
-		checkBundle(t, b, r, "")
+		checkBundle(t, b, r, releaseImages{})
 		for _, ri := range b.RelatedImages {
 			if strings.Contains(ri.Image, "-bundle:") {
 				t.Errorf("%s: relatedImages name a bundle image %s", b.Name, ri.Image)
@@ -669,7 +694,7 @@ func keys[V any](m map[string]V) []string {
 func TestServedAsOpmServeServes(t *testing.T) {
 	rels := readShipped(t, filepath.Join(root, "releases"))
 	channel := makeVar(t, "DEFAULT_CHANNEL")
-	bundleBase := makeVar(t, "IMAGE_TAG_BASE") + "-bundle"
+	pins := committedDigests(t).Releases
 	for _, images := range []bool{true, false} {
 		t.Run(fmt.Sprintf("bundle-images=%v", images), func(t *testing.T) {
 			ctx := context.Background()
@@ -696,7 +721,7 @@ func TestServedAsOpmServeServes(t *testing.T) {
 				}
 				wantPath := ""
 				if images {
-					wantPath = bundleBase + ":v" + r.version.String()
+					wantPath = pins[r.version.String()].Bundle
 				}
 				_, wantSkipRange := chainOf(rels, i)
 				if b.BundlePath != wantPath || b.Version != r.version.String() || b.SkipRange != wantSkipRange {
@@ -722,6 +747,7 @@ func TestServedAsOpmServeServes(t *testing.T) {
 func TestBundleImagePinned(t *testing.T) {
 	rels := readShipped(t, filepath.Join(root, "releases"))
 	o := makeOptions(t, true)
+	o.digests = nil
 	first := rels[0].version.String()
 	pinned := "quay.io/okgoes/okgoes-operator-bundle@sha256:" + strings.Repeat("ab", 32)
 	o.bundleImageRefs = map[string]string{first: pinned}
@@ -750,4 +776,65 @@ func TestBundleImagePinned(t *testing.T) {
 	if _, _, err := render(context.Background(), o); err == nil || !strings.Contains(err.Error(), "no bundle image") {
 		t.Errorf("no base and a release without a pin: err %v, want no bundle image", err)
 	}
+}
+
+// The committed catalog names every image of the project by digest: each bundle's image and, in
+// relatedImages, each manager image, both what releases/digests.yaml pins for that release, which
+// lists every release. Only the Redis image the CRD defaults to keeps its tag: it is upstream's,
+// which this project neither builds nor can resolve offline.
+func TestCommittedCatalogPinsByDigest(t *testing.T) {
+	cfg, _ := loadModelCfg(t)
+	d := committedDigests(t)
+	rels := readShipped(t, filepath.Join(root, "releases"))
+	if len(d.Releases) != len(rels) {
+		t.Errorf("releases/digests.yaml lists %d releases, releases/ has %d (make release-digests)", len(d.Releases), len(rels))
+	}
+	for _, b := range cfg.Bundles {
+		version := strings.TrimPrefix(b.Name, "okgoes-operator.v")
+		pins, ok := d.Releases[version]
+		if !ok {
+			t.Errorf("%s: not in releases/digests.yaml (make release-digests)", b.Name)
+			continue
+		}
+		if b.Image != pins.Bundle {
+			t.Errorf("%s: image %s, want %s", b.Name, b.Image, pins.Bundle)
+		}
+		for _, ri := range b.RelatedImages {
+			if !digestRef.MatchString(ri.Image) && ri.Image != "docker.io/library/redis:7.4-alpine" {
+				t.Errorf("%s: relatedImages name %s by tag", b.Name, ri.Image)
+			}
+		}
+		if !slices.ContainsFunc(b.RelatedImages, func(ri declcfg.RelatedImage) bool { return ri.Image == pins.Manager }) {
+			t.Errorf("%s: relatedImages %v lack the manager %s", b.Name, b.RelatedImages, pins.Manager)
+		}
+	}
+}
+
+// The bundle digests releases/digests.yaml pins are what hack/images/build.sh builds from
+// releases/ now (bundle.Dockerfile's files and labels, reproducible archives): a bundle image
+// whose content or recipe changed fails here. (The manager digests are checked where the managers
+// are built anyway: test/upgrade builds every release's manager with the release recipe and
+// compares its image digest.)
+func TestBundleDigestsAreTheBuilds(t *testing.T) {
+	out := t.TempDir()
+	cmd := exec.Command(filepath.Join(root, "hack", "images", "build.sh"), "bundles")
+	cmd.Env = append(os.Environ(), "IMAGES_OUT="+out)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("hack/images/build.sh bundles: %v\n%s", err, b)
+	}
+	for v, pins := range committedDigests(t).Releases {
+		ref, err := os.ReadFile(filepath.Join(out, "bundle-v"+v+".ref"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.TrimSpace(string(ref)); got != pins.Bundle {
+			t.Errorf("the bundle image of %s built from releases/%s is %s, releases/digests.yaml pins %s", v, v, got, pins.Bundle)
+		}
+	}
+}
+
+// loadModelCfg loads the committed catalog as declarative config.
+func loadModelCfg(t *testing.T) (*declcfg.DeclarativeConfig, model.Model) {
+	t.Helper()
+	return loadModel(t, catalogDir)
 }

@@ -9,8 +9,11 @@
 //	    olm.bundle   one per release, as `opm render <bundle-dir>` renders it (olm.package,
 //	                 olm.gvk, olm.bundle.object, relatedImages) plus olm.csv.metadata
 //
-// With --bundle-images=false every bundle has an empty image, so that OLM installs it from its
-// olm.bundle.object properties and no registry is needed (a catalog served by `opm serve`).
+// With --digests releases/digests.yaml (what `make catalog` passes) every release listed there is
+// pinned by digest: its bundle image, and in relatedImages its manager image (the CSV names it by
+// tag; the released bundle is not changed). With --bundle-images=false every bundle has an empty
+// image, so that OLM installs it from its olm.bundle.object properties and no registry is needed
+// (a catalog served by `opm serve`).
 // It is a module of its own because operator-registry is built against an older Kubernetes
 // release than the operator.
 package main
@@ -46,8 +49,18 @@ func main() {
 	})
 	flag.BoolVar(&o.bundleImages, "bundle-images", true, "give every bundle its image; false: empty images, OLM installs from olm.bundle.object")
 	flag.StringVar(&o.channel, "channel", "", "the catalog's channel (default: the newest release's default channel)")
+	var digestsFile string
+	flag.StringVar(&digestsFile, "digests", "", "releases/digests.yaml: pin the bundle and manager images of the releases it lists by digest")
 	flag.BoolVar(&check, "check", false, "write nothing; fail when the catalog on disk differs from the rendered one")
 	flag.Parse()
+	if digestsFile != "" {
+		d, err := loadDigests(digestsFile)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "catalog:", err)
+			os.Exit(1)
+		}
+		o.digests = d
+	}
 	o.releases = filepath.Join(root, "releases")
 	if !filepath.IsAbs(out) {
 		out = filepath.Join(root, out)

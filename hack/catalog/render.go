@@ -44,6 +44,10 @@ type options struct {
 	// channel is the one channel of the catalog; empty takes the default channel of the newest
 	// release's metadata/annotations.yaml.
 	channel string
+	// digests pins the images of the releases it lists (releases/digests.yaml): the bundle image
+	// (unless bundleImageRefs names one) and, in relatedImages, the manager image the CSV names
+	// by tag. Nil: no pins.
+	digests *digests
 }
 
 // release is one released bundle directory, with the fields of its CSV that shape the graph.
@@ -208,6 +212,13 @@ func render(ctx context.Context, o options) (*declcfg.DeclarativeConfig, []strin
 			return nil, nil, fmt.Errorf("bundle image of %s: no such release in %s", version, o.releases)
 		}
 	}
+	if o.digests != nil {
+		for version := range o.digests.Releases {
+			if !slices.ContainsFunc(rels, func(r release) bool { return r.version.String() == version }) {
+				return nil, nil, fmt.Errorf("digests of %s: no such release in %s", version, o.releases)
+			}
+		}
+	}
 	newest := rels[len(rels)-1]
 	pkgName := newest.pkg
 	channel := o.channel
@@ -267,10 +278,16 @@ func renderBundle(ctx context.Context, r release, o options) (declcfg.Bundle, er
 		// Bundle directories need no registry; this one refuses, so nothing is ever pulled.
 		Registry: noRegistry{},
 	}
+	pins, pinned := releaseImages{}, false
+	if o.digests != nil {
+		pins, pinned = o.digests.Releases[r.version.String()]
+	}
 	if o.bundleImages {
 		img := o.bundleImageBase + ":v{{.Version}}"
 		if ref, ok := o.bundleImageRefs[r.version.String()]; ok {
 			img = ref
+		} else if pinned {
+			img = pins.Bundle
 		} else if o.bundleImageBase == "" {
 			return declcfg.Bundle{}, fmt.Errorf("release %s: no bundle image (--bundle-image-base or --bundle-image %s=REF)", r.version, r.version)
 		}
@@ -310,6 +327,15 @@ func renderBundle(ctx context.Context, r release, o options) (declcfg.Bundle, er
 		}
 	}
 	b.Properties = append(append(others, property.MustBuildCSVMetadata(csv)), objects...)
+	if pinned {
+		// The manager image by digest: what a mirror copies (oc-mirror, opm's relatedImages).
+		tag := repository(pins.Manager) + ":v" + r.version.String()
+		i := slices.IndexFunc(b.RelatedImages, func(ri declcfg.RelatedImage) bool { return ri.Image == tag })
+		if i < 0 {
+			return declcfg.Bundle{}, fmt.Errorf("render %s: the manager pin %s: the CSV's relatedImages have no %s", r.dir, pins.Manager, tag)
+		}
+		b.RelatedImages[i].Image = pins.Manager
+	}
 	return b, nil
 }
 

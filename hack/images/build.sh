@@ -42,7 +42,9 @@
 #                           entrypoint, uid 1001 (upstream's image is named by a digest no local
 #                           build can have)
 #   operator-v<x.y.z>.tar   quay.io/okgoes/okgoes-operator:v<x.y.z>   the manager of every release,
-#                           built from its release commit ($RELEASE_REFS), as users run it
+#                           built from its release commit ($RELEASE_REFS), as users run it,
+#                           reproducibly (release_build); operator-v<x.y.z>.ref holds its reference
+#                           by digest, the form releases/digests.yaml and the catalog pin
 #
 # and, for the CSI stack of the local cluster (hack/csi), images under the references upstream's
 # manifests name, each holding the binary hack/tools/csi/build.sh builds from ../shared/third_party,
@@ -57,7 +59,8 @@
 #   csi-snapshot-controller.tar        registry.k8s.io/sig-storage/snapshot-controller:v8.6.0
 #   (`hack/images/build.sh csi` builds all five)
 #
-#   hack/images/build.sh [pause|operator|redis|minio|tools|csi|olm|opm|releases|bundles|scorecard|scorecard-test|scorecard-untar|redis-sample|run-bundle-init ...]
+#   hack/images/build.sh [pause|operator|redis|minio|tools|csi|olm|opm|releases|bundles|digests|scorecard|scorecard-test|scorecard-untar|redis-sample|run-bundle-init ...]
+#   (digests: releases and bundles, then bin/images/digests.yaml, the input of releases/digests.yaml)
 #   (default: the e2e images)
 #
 # The operator image, the bundle images and the scorecard image are rebuilt on every
@@ -66,7 +69,8 @@
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
-out=$root/bin/images
+# IMAGES_OUT: where the archives go (tests build into a temporary directory).
+out=${IMAGES_OUT:-$root/bin/images}
 tag=${IMAGE_TAG:-e2e}
 mkdir -p "$out"
 
@@ -110,7 +114,7 @@ busybox_links() {
 build() {
 	local name=$1 dest=$out/$1.tar
 	case $name in
-	operator | releases | bundles | scorecard | csi) ;;
+	operator | releases | bundles | digests | scorecard | csi) ;;
 	*) if [ -f "$dest" ] && [ "$dest" -nt "$0" ]; then return 0; fi ;;
 	esac
 	local start=$SECONDS
@@ -208,6 +212,12 @@ build() {
 		bundle_images
 		return 0
 		;;
+	digests)
+		release_images
+		bundle_images
+		write_digests
+		return 0
+		;;
 	*) echo "images: unknown image $name" >&2; return 2 ;;
 	esac
 	echo "images: built $name ($(du -h "$dest" | cut -f1)) in $((SECONDS - start))s" >&2
@@ -217,28 +227,46 @@ build() {
 # markers produced that release's CSV (test/upgrade builds 0.1.0 and 0.3.0 from the same commits).
 # Running a newer manager under an older release's CSV is not what users get, and it fails as soon
 # as the manager needs a permission the old CSV lacks (its caches never sync).
-RELEASE_REFS=${RELEASE_REFS:-0.1.0=682e361 0.2.0=bc21237 0.3.0=17c8836}
+RELEASE_REFS=${RELEASE_REFS:-0.1.0=682e361 0.2.0=bc21237 0.3.0=17c8836 0.4.0=df01528}
+
+# release_build is how a release's manager is built: reproducibly, so that anyone building the
+# release commit with the same Go toolchain gets the same bytes and the image the same digest
+# (the digest releases/digests pins): no build paths (-trimpath: the sources are in a temporary
+# directory), no VCS stamp, no cgo, no GOFLAGS from the environment. The archive itself is
+# reproducible (ociimage: fixed mtimes and owners, sorted entries).
+release_build() {
+	local src=$1 bin=$2
+	(cd "$src" && CGO_ENABLED=0 GOOS=linux GOARCH=amd64 GOFLAGS= go build -trimpath -buildvcs=false -o "$bin" .)
+}
+release_recipe() { echo "trimpath,buildvcs=false,$(go env GOVERSION)"; }
 
 # release_images writes operator-v<version>.tar for every release the OLM suite installs, each
-# built once from its release commit (the archives do not change afterwards).
+# built once from its release commit (release_build) and rebuilt only when the commit or the
+# recipe changes; operator-v<version>.ref holds the image's reference by digest.
 release_images() {
-	local start=$SECONDS pair v ref dest src
+	local start=$SECONDS pair v ref dest src stamp line
 	for pair in $RELEASE_REFS; do
 		v=${pair%%=*} ref=${pair#*=} dest=$out/operator-v$v.tar
-		[ -f "$dest" ] && [ -f "$out/operator-v$v.ref-commit" ] && [ "$(cat "$out/operator-v$v.ref-commit")" = "$ref" ] && continue
+		stamp="$ref $(release_recipe)"
+		[ -f "$dest" ] && [ -f "$out/operator-v$v.ref" ] && [ -f "$out/operator-v$v.ref-commit" ] &&
+			[ "$(cat "$out/operator-v$v.ref-commit")" = "$stamp" ] && continue
 		if ! git -C "$root" cat-file -e "$ref^{commit}" 2>/dev/null; then
 			git -C "$root" fetch --quiet --unshallow --tags || git -C "$root" fetch --quiet --tags
 		fi
 		src=$(mktemp -d)
 		git -C "$root" archive "$ref" | tar -x -C "$src"
-		(cd "$src" && CGO_ENABLED=0 go build -o "$out/manager-v$v" .)
+		release_build "$src" "$out/manager-v$v"
 		rm -rf "$src"
-		ociimage -ref "quay.io/okgoes/okgoes-operator:v$v" -o "$dest" -user 65532:65532 \
-			-file "/manager=$out/manager-v$v" -dir /tmp=1777 -entrypoint /manager
-		echo "$ref" >"$out/operator-v$v.ref-commit"
+		line=$(ociimage -ref "$RELEASE_IMAGE_BASE:v$v" -o "$dest" -user 65532:65532 \
+			-file "/manager=$out/manager-v$v" -dir /tmp=1777 -entrypoint /manager)
+		echo "$line"
+		echo "$RELEASE_IMAGE_BASE@${line##* }" >"$out/operator-v$v.ref"
+		echo "$stamp" >"$out/operator-v$v.ref-commit"
 	done
 	echo "images: built the release images in $((SECONDS - start))s" >&2
 }
+
+RELEASE_IMAGE_BASE=${RELEASE_IMAGE_BASE:-quay.io/okgoes/okgoes-operator}
 
 # bundle_images writes bundle-v<version>.tar and .ref for every release in releases/: the files
 # and labels of bundle.Dockerfile (the labels are the bundle's metadata/annotations.yaml).
@@ -262,6 +290,29 @@ bundle_images() {
 		echo "$BUNDLE_IMAGE_BASE@${line##* }" >"$out/bundle-v$v.ref"
 	done
 	echo "images: built the bundle images in $((SECONDS - start))s" >&2
+}
+
+# write_digests writes digests.yaml (make release-digests copies it to releases/digests.yaml) from
+# the .ref files of the release and bundle images: every release's images by digest, and the Go
+# toolchain the managers were built with.
+write_digests() {
+	local dir v
+	{
+		echo "# The images of every release by digest, as hack/images/build.sh builds them: the bundle image"
+		echo "# from releases/<version>/, the manager image from the release commit (RELEASE_REFS) with the"
+		echo "# toolchain below. make catalog pins them in catalog/; make release-digests rewrites this file."
+		echo "toolchain: $(go env GOVERSION)"
+		echo "releases:"
+		for dir in "$root"/releases/*.*.*/; do
+			dir=${dir%/}
+			v=${dir##*/}
+			[ -f "$out/operator-v$v.ref" ] || { echo "images: no manager image of $v (RELEASE_REFS)" >&2; return 1; }
+			echo "  $v:"
+			echo "    bundle: $(cat "$out/bundle-v$v.ref")"
+			echo "    manager: $(cat "$out/operator-v$v.ref")"
+		done
+	} >"$out/digests.yaml"
+	echo "images: wrote $out/digests.yaml" >&2
 }
 
 # csi_images writes the images of the CSI stack (hack/csi) that are missing or older than this script.

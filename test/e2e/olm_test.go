@@ -76,8 +76,9 @@ func TestOLM(t *testing.T) {
 		{"0.1.0 at work: a RedisCache with real Redis pods is Ready, a PVCBackup uploads to MinIO", s.workloads},
 		{"publish 0.2.0 and approve: CRD with v1beta1 first, new manager, conversion through OLM's certificates", s.upgradeTo020},
 		{"publish 0.3.0 and approve: storage version v1beta1, storedVersions migrated, a second backup", s.upgradeTo030},
-		{"scorecard: the okgoes stage against the installed operator, one pod per test as operator-sdk scorecard runs it", s.scorecard},
-		{"operator-sdk scorecard (the real CLI v1.42.3): releases/0.3.0 all suites (but its known descriptor failures), bundle/ every bundle-only test", s.sdkScorecard},
+		{"publish 0.4.0 and approve: spec.mode and the kopia engine; the caches keep their pods, the 0.3.0 PVCBackup stays on archives", s.upgradeTo040},
+		{"scorecard: the okgoes stage of releases/0.4.0 against the installed operator, one pod per test as operator-sdk scorecard runs it", s.scorecard},
+		{"operator-sdk scorecard (the real CLI v1.42.3) of the installed releases/0.4.0: basic, olm and okgoes suites, all 12 tests pass", s.sdkScorecard},
 		{"uninstall (Subscription and CSV deleted): operator gone, CRDs, custom resources and S3 backups kept", s.uninstall},
 		{"operator-sdk run bundle <registry>/okgoes-operator-bundle:v0.2.0 --index-image <registry>/okgoes/opm:e2e: CRDs first, then the operator; a RedisCache at 0.2.0", s.sdkRunBundle},
 		{"operator-sdk run bundle-upgrade <registry>/okgoes-operator-bundle:v0.3.0: CRD ahead of the controller, conversion live, the 0.2.0 cache kept", s.sdkRunBundleUpgrade},
@@ -164,6 +165,16 @@ func (s *olmStory) preconditions() {
 	if s.olmDir == "" {
 		s.t.Fatalf("OLM's module is not in the module cache: run hack/tools/olm/build.sh")
 	}
+	// The managers OLM runs are the images the catalog pins in relatedImages.
+	for _, v := range []string{"0.1.0", "0.2.0", "0.3.0", installedRelease} {
+		ref, err := os.ReadFile(filepath.Join(cfg.root, "bin", "images", "operator-v"+v+".ref"))
+		if err != nil {
+			s.t.Fatalf("the manager image of %s: %v (hack/images/build.sh releases)", v, err)
+		}
+		if got, want := strings.TrimSpace(string(ref)), pinnedImages(s.t, v).Manager; got != want {
+			s.t.Errorf("the manager image of %s is %s, releases/digests.yaml (and catalog/ relatedImages) pins %s", v, got, want)
+		}
+	}
 }
 
 // installOLM installs OLM from its own quickstart manifests, as `operator-sdk olm install` does,
@@ -223,7 +234,30 @@ func bundleImage(t *testing.T, version string) string {
 	if err != nil {
 		t.Fatalf("the bundle image of %s: %v (hack/images/build.sh bundles; or E2E_OLM_BUNDLES=objects)", version, err)
 	}
-	return strings.TrimSpace(string(ref))
+	got := strings.TrimSpace(string(ref))
+	if want := pinnedImages(t, version).Bundle; got != want {
+		t.Fatalf("the bundle image of %s built from releases/%s is %s, but releases/digests.yaml (and catalog/) pins %s", version, version, got, want)
+	}
+	return got
+}
+
+// pinnedImages are the images releases/digests.yaml pins for version, by digest.
+func pinnedImages(t *testing.T, version string) (pins struct{ Bundle, Manager string }) {
+	data, err := os.ReadFile(filepath.Join(cfg.root, "releases", "digests.yaml"))
+	must(t, err)
+	var file struct {
+		Releases map[string]struct {
+			Bundle  string `json:"bundle"`
+			Manager string `json:"manager"`
+		} `json:"releases"`
+	}
+	must(t, yaml.Unmarshal(data, &file))
+	r, ok := file.Releases[version]
+	if !ok {
+		t.Fatalf("releases/digests.yaml has no release %s (make release-digests)", version)
+	}
+	pins.Bundle, pins.Manager = r.Bundle, r.Manager
+	return pins
 }
 
 // publish renders the catalog of releases/ up to version with hack/catalog and serves it with
@@ -739,25 +773,51 @@ func (s *olmStory) upgradeTo030() {
 	s.waitBackup("olm-2", s.firstKey)
 }
 
-// releasedDescriptorFailures are the scorecard tests the released bundles fail, and what they must
-// say: their descriptors cover leaf fields only, and operator-sdk's olm-spec-descriptors (like the
-// okgoes descriptors-cover-samples) wants one per top-level key of an alm-example's spec. bundle/
-// (the next release) passes both: sdkScorecard checks that too.
-var releasedDescriptorFailures = map[string]string{
-	"olm-spec-descriptors":      "eviction does not have a spec descriptor",
-	"descriptors-cover-samples": "sets spec.eviction, which has no specDescriptor of its own",
+// installedRelease is the release the Subscription ends on, which the scorecard steps score.
+const installedRelease = "0.4.0"
+
+// upgradeTo040 publishes 0.4.0 and approves it: the CRDs gain spec.mode (RedisCache) and
+// spec.engine (PVCBackup). A cache made before spec.mode existed reads as Standalone and keeps its
+// pods (no rollout); the PVCBackup 0.3.0 ran stays on the archive engine (docs/upgrades.md,
+// "0.3.0 → 0.4.0"): status.engine Archive, and its next backup is an archive again.
+func (s *olmStory) upgradeTo040() {
+	redis := &appsv1.Deployment{}
+	must(s.t, k8s.Get(ctx, types.NamespacedName{Namespace: s.ns, Name: s.cache.GetName()}, redis))
+	template := mustJSON(redis.Spec.Template)
+	s.publish("0.4.0")
+	s.approve("0.4.0")
+	s.waitInstalled("0.4.0")
+	for _, c := range []*unstructured.Unstructured{s.cache, s.beta} {
+		waitForCache(s.t, c, 1)
+		if m := str(s.at("v1beta1", c), "spec", "mode"); m != "Standalone" {
+			s.t.Errorf("cache %s, made before spec.mode existed, reads as mode %q, want Standalone", c.GetName(), m)
+		}
+	}
+	must(s.t, k8s.Get(ctx, client.ObjectKeyFromObject(redis), redis))
+	if got := mustJSON(redis.Spec.Template); got != template {
+		s.t.Errorf("the 0.4.0 manager changed the pod template of cache %s (a rollout on upgrade):\nbefore %s\nafter  %s", s.cache.GetName(), template, got)
+	}
+	eventually(s.t, "the 0.3.0 PVCBackup reports status.engine Archive", time.Minute, func() (bool, string) {
+		got := get(s.t, s.backup)
+		return str(got, "status", "engine") == "Archive", statusJSON(got)
+	})
+	patch := `{"spec":{"trigger":{"manual":"olm-3"}}}`
+	must(s.t, k8s.Patch(ctx, s.backup, client.RawPatch(types.MergePatchType, []byte(patch))))
+	key := s.waitBackup("olm-3", str(get(s.t, s.backup), "status", "lastRun", "objectKey"))
+	if got := get(s.t, s.backup); !strings.HasSuffix(key, ".tar.zst") || str(got, "status", "lastRun", "engine") != "Archive" {
+		s.t.Errorf("the first backup under 0.4.0 is %s (engine %q), want an archive (.tar.zst)", key, str(got, "status", "lastRun", "engine"))
+	}
 }
 
-// scorecard runs the okgoes stage of the 0.3.0 bundle's scorecard configuration against the
-// installed operator the way `operator-sdk scorecard bundle/ --selector=suite=okgoes
+// scorecard runs the okgoes stage of the installed release's scorecard configuration against the
+// installed operator the way `operator-sdk scorecard releases/0.4.0 --selector=suite=okgoes
 // --service-account okgoes-scorecard` runs it: one pod per test, all at once (the stage is
 // parallel), with the test image and entrypoint the configuration names, the bundle unpacked at
 // /bundle from a ConfigMap that holds it as a tar.gz, SCORECARD_NAMESPACE set, as a
 // ServiceAccount bound to scorecard/rbac.yaml only; a test's result is its pod's log, one
-// v1alpha3 TestStatus. Every test must pass, but descriptors-cover-samples, which must fail as
-// releasedDescriptorFailures says.
+// v1alpha3 TestStatus. Every test must pass.
 func (s *olmStory) scorecard() {
-	bundleDir := filepath.Join(cfg.root, "releases", "0.3.0")
+	bundleDir := filepath.Join(cfg.root, "releases", installedRelease)
 	tests := scorecardTests(s.t, filepath.Join(bundleDir, "tests", "scorecard", "config.yaml"), "okgoes")
 	ns := namespace(s.t, "olm-scorecard")
 	const sa = "okgoes-scorecard"
@@ -807,7 +867,7 @@ func (s *olmStory) scorecard() {
 		}
 		for _, r := range res.Results {
 			s.t.Logf("scorecard %s (image %s, pod %s): %s, done %.1fs after the pods were created", r.Name, test.Image, pod.Name, r.State, time.Since(start).Seconds())
-			checkScorecardResult(s.t, r.Name, r.State, r.Errors, r.Log, releasedDescriptorFailures)
+			checkScorecardResult(s.t, r.Name, r.State, r.Errors, r.Log)
 		}
 	}
 	if len(tests) != 6 {
@@ -822,12 +882,8 @@ func (s *olmStory) scorecard() {
 // okgoes-scorecard bound to scorecard/rbac.yaml. --untar-image names the local untar image:
 // operator-sdk's default is named by a digest no local build can have.
 //
-//   - `operator-sdk scorecard releases/0.3.0 --config bundle/tests/scorecard/config.yaml`, the
-//     installed release, all 12 tests: every one passes but the two releasedDescriptorFailures,
-//     which fail saying why;
-//   - `operator-sdk scorecard bundle/ --selector 'test notin (samples-ready,invalid-rejected)'`, the
-//     next release, whose CRDs are not the installed ones (so only the tests that read the bundle
-//     alone, 10): every one passes, the two descriptor tests included.
+// `operator-sdk scorecard releases/0.4.0`, the installed release with its own configuration and no
+// selector: all 12 tests (basic 1, olm 5, okgoes 6) must pass, and the command exit 0.
 func (s *olmStory) sdkScorecard() {
 	ns := namespace(s.t, "olm-sdk-scorecard")
 	const sa = "okgoes-scorecard"
@@ -840,33 +896,19 @@ func (s *olmStory) sdkScorecard() {
 			s.t.Fatalf("kubectl %v: %v\n%s", args, err, out)
 		}
 	}
-	// The release's own configuration names scorecard-test v1.39.0, which is not on the node:
-	// --config gives it bundle/'s, the same tests with the image of the operator-sdk in use.
-	suites := s.runSDKScorecard(ns, sa, filepath.Join(cfg.root, "releases", "0.3.0"),
-		filepath.Join(cfg.root, "bundle", "tests", "scorecard", "config.yaml"), "", releasedDescriptorFailures)
+	suites := s.runSDKScorecard(ns, sa, filepath.Join(cfg.root, "releases", installedRelease))
 	if suites["basic"] != 1 || suites["olm"] != 5 || suites["okgoes"] != 6 {
-		s.t.Errorf("releases/0.3.0: tests by suite %v, want basic 1, olm 5, okgoes 6", suites)
-	}
-	suites = s.runSDKScorecard(ns, sa, filepath.Join(cfg.root, "bundle"), "", "test notin (samples-ready,invalid-rejected)", nil)
-	if suites["basic"] != 1 || suites["olm"] != 5 || suites["okgoes"] != 4 {
-		s.t.Errorf("bundle/: tests by suite %v, want basic 1, olm 5, okgoes 4", suites)
+		s.t.Errorf("releases/%s: tests by suite %v, want basic 1, olm 5, okgoes 6", installedRelease, suites)
 	}
 }
 
-// runSDKScorecard runs `operator-sdk scorecard <bundleDir> -o json` (with --config and --selector
-// when set) and checks each result: pass, or the failure expected of it. It returns the number of
-// tests by suite.
-func (s *olmStory) runSDKScorecard(ns, sa, bundleDir, config, selector string, expectedFailures map[string]string) map[string]int {
+// runSDKScorecard runs `operator-sdk scorecard <bundleDir> -o json` and checks that every result
+// passes. It returns the number of tests by suite.
+func (s *olmStory) runSDKScorecard(ns, sa, bundleDir string) map[string]int {
 	sdk := filepath.Join(cfg.root, "bin", "operator-sdk")
 	args := []string{"scorecard", bundleDir, "--kubeconfig", os.Getenv("KUBECONFIG"),
 		"--namespace", ns, "--service-account", sa, "--untar-image", "okgoes.local/scorecard-untar:e2e",
 		"--wait-time", "300s", "--output", "json"}
-	if config != "" {
-		args = append(args, "--config", config)
-	}
-	if selector != "" {
-		args = append(args, "--selector", selector)
-	}
 	s.t.Logf("%s %s", sdk, strings.Join(args, " "))
 	start := time.Now()
 	cmd := exec.Command(sdk, args...)
@@ -899,31 +941,24 @@ func (s *olmStory) runSDKScorecard(ns, sa, bundleDir, config, selector string, e
 		suites[item.Spec.Labels["suite"]]++
 		for _, r := range item.Status.Results {
 			s.t.Logf("operator-sdk scorecard %s: suite %s, %s (image %s): %s", filepath.Base(bundleDir), item.Spec.Labels["suite"], r.Name, item.Spec.Image, r.State)
-			checkScorecardResult(s.t, r.Name, r.State, r.Errors, r.Log, expectedFailures)
+			checkScorecardResult(s.t, r.Name, r.State, r.Errors, r.Log)
 		}
 		if len(item.Status.Results) == 0 {
 			s.t.Errorf("operator-sdk scorecard %v: no result", item.Spec.Entrypoint)
 		}
 	}
 	s.t.Logf("operator-sdk scorecard %s: %d tests %v in %.1fs (exit: %v)", bundleDir, len(list.Items), suites, time.Since(start).Seconds(), runErr)
-	if runErr != nil && len(expectedFailures) == 0 {
+	if runErr != nil {
 		s.t.Errorf("operator-sdk scorecard: %v\nstderr:\n%s", runErr, stderr.String())
 	}
 	return suites
 }
 
-// checkScorecardResult wants state pass, or, for a test in expectedFailures, state fail with an
-// error that says what the map says.
-func checkScorecardResult(t *testing.T, name, state string, errs []string, log string, expectedFailures map[string]string) {
+// checkScorecardResult wants state pass.
+func checkScorecardResult(t *testing.T, name, state string, errs []string, log string) {
 	t.Helper()
-	want, expected := expectedFailures[name]
-	switch {
-	case !expected && state != "pass":
+	if state != "pass" {
 		t.Errorf("scorecard %s: %s %v\n%s", name, state, errs, log)
-	case expected && state != "fail":
-		t.Errorf("scorecard %s: %s, want fail (%s)", name, state, want)
-	case expected && !slices.ContainsFunc(errs, func(e string) bool { return strings.Contains(e, want) }):
-		t.Errorf("scorecard %s: fails, but no error says %q: %v", name, want, errs)
 	}
 }
 
@@ -1013,7 +1048,7 @@ func (s *olmStory) uninstall() {
 	csv := &unstructured.Unstructured{}
 	csv.SetGroupVersionKind(gvkCSV)
 	csv.SetNamespace(olmOperatorNS)
-	csv.SetName(olmPackage + ".v0.3.0")
+	csv.SetName(olmPackage + ".v" + installedRelease)
 	must(s.t, k8s.Delete(ctx, csv))
 	eventually(s.t, "the operator's Deployment and pods gone", 3*time.Minute, func() (bool, string) {
 		err := k8s.Get(ctx, types.NamespacedName{Namespace: olmOperatorNS, Name: "okgoes-operator-controller-manager"}, &appsv1.Deployment{})

@@ -57,7 +57,7 @@ func TestStorageUpgradeKeepsArchiveBackups(t *testing.T) {
 	s := &storageStory{story: newStory(t, storagev1.AddToScheme)}
 
 	done := step(t, "build the 0.3.0 manager (git "+storageReleaseRef+") and the current manager")
-	oldBin := s.buildRelease(storageReleaseRef)
+	oldBin := s.buildRelease("0.3.0", storageReleaseRef)
 	newBin := s.buildCurrent()
 	done()
 

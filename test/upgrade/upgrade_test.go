@@ -48,6 +48,7 @@ const (
 	firstReleaseRef  = "682e361" // 0.1.0 (tag v0.1.0)
 	secondReleaseRef = "bc21237" // 0.2.0
 	// storageReleaseRef (storage_upgrade_test.go) is 0.3.0's.
+	fourthReleaseRef = "df01528" // 0.4.0: spec.mode (Replication), the kopia engine
 )
 
 // managerUser is who the managers authenticate as.
@@ -66,10 +67,11 @@ type story struct {
 func TestUpgradeStory(t *testing.T) {
 	s := newStory(t, cachev1alpha1.AddToScheme, cachev1beta1.AddToScheme)
 
-	done := step(t, "build the managers of 0.1.0 (git "+firstReleaseRef+"), 0.2.0 ("+secondReleaseRef+"), 0.3.0 ("+storageReleaseRef+") and the current one")
-	oldBin := s.buildRelease(firstReleaseRef)
-	bin020 := s.buildRelease(secondReleaseRef)
-	bin030 := s.buildRelease(storageReleaseRef)
+	done := step(t, "build the managers of 0.1.0 (git "+firstReleaseRef+"), 0.2.0 ("+secondReleaseRef+"), 0.3.0 ("+storageReleaseRef+"), 0.4.0 ("+fourthReleaseRef+") as their images are built, and the current one")
+	oldBin := s.buildRelease("0.1.0", firstReleaseRef)
+	bin020 := s.buildRelease("0.2.0", secondReleaseRef)
+	bin030 := s.buildRelease("0.3.0", storageReleaseRef)
+	bin040 := s.buildRelease("0.4.0", fourthReleaseRef)
 	newBin := s.buildCurrent()
 	done()
 
@@ -160,33 +162,46 @@ func TestUpgradeStory(t *testing.T) {
 	}
 	done()
 
-	done = step(t, "the current CRDs (spec.mode), then the current manager with its RBAC: caches created before read as Standalone and keep their pods")
+	done = step(t, "0.4.0 CRDs (spec.mode), then the 0.4.0 manager with its RBAC: caches created before read as Standalone and keep their pods")
 	templates := map[string]string{}
 	for _, name := range []string{"a", "b", "c", "d"} {
 		templates[name] = s.podTemplate(name)
 	}
-	s.applyCRDs("bundle/manifests")
+	keepPods := func(what string) {
+		for _, name := range []string{"a", "b", "c", "d"} {
+			if m := s.getBeta(name).Spec.Mode; m != cachev1beta1.ModeStandalone {
+				t.Fatalf("%s, created before spec.mode existed, reads as mode %q, want Standalone (the CRD default)", name, m)
+			}
+			s.touch(name)
+		}
+		s.consistently(3*time.Second, func() error {
+			for name, tpl := range templates {
+				if got := s.podTemplate(name); got != tpl {
+					return fmt.Errorf("the pod template of %s changed when %s took over (a rollout on upgrade)", name, what)
+				}
+			}
+			return nil
+		})
+	}
+	s.applyCRDs("releases/0.4.0/manifests")
 	port = s.freePort()
-	// The current manager holds the RBAC it ships with (bundle/manifests): it also watches
-	// StatefulSets and pods (Replication mode), which no earlier release granted.
-	next := s.startManager("current", "bundle/manifests", newBin, s.webhookArgs(port)...)
+	// 0.4.0 holds the RBAC its CSV grants: it also watches StatefulSets and pods (Replication
+	// mode), which no earlier release granted.
+	next := s.startManager("0.4.0", "releases/0.4.0/manifests", bin040, s.webhookArgs(port)...)
 	current.stop()
 	current = next
 	s.waitWebhook()
-	for _, name := range []string{"a", "b", "c", "d"} {
-		if m := s.getBeta(name).Spec.Mode; m != cachev1beta1.ModeStandalone {
-			t.Fatalf("%s, created before spec.mode existed, reads as mode %q, want Standalone (the CRD default)", name, m)
-		}
-		s.touch(name)
-	}
-	s.consistently(3*time.Second, func() error {
-		for name, tpl := range templates {
-			if got := s.podTemplate(name); got != tpl {
-				return fmt.Errorf("the pod template of %s changed when the current CRDs were applied (a rollout on upgrade)", name)
-			}
-		}
-		return nil
-	})
+	keepPods("0.4.0")
+	done()
+
+	done = step(t, "the current CRDs, then the current manager with the RBAC it ships with (bundle/manifests): nothing rolls")
+	s.applyCRDs("bundle/manifests")
+	port = s.freePort()
+	next = s.startManager("current", "bundle/manifests", newBin, s.webhookArgs(port)...)
+	current.stop()
+	current = next
+	s.waitWebhook()
+	keepPods("the current manager")
 	done()
 
 	done = step(t, "proof: a future release may now drop v1alpha1 entirely, and every object still reads")
@@ -258,23 +273,56 @@ type manager struct {
 	done chan struct{}
 }
 
-func (s *story) buildRelease(ref string) string {
-	src := filepath.Join(s.t.TempDir(), "src")
-	if err := os.MkdirAll(src, 0o755); err != nil {
+// buildRelease builds the manager of release version from its release commit ref as its image is
+// built (hack/images/build.sh releases: the release's tree from git, a reproducible build, the
+// image archive) and checks that image's digest is the one releases/digests.yaml pins (and the
+// catalog names in relatedImages), when this is the toolchain the pins were made with. It
+// returns the manager binary.
+func (s *story) buildRelease(version, ref string) string {
+	out := s.t.TempDir()
+	cmd := exec.Command(filepath.Join(s.root, "hack", "images", "build.sh"), "releases")
+	cmd.Env = append(os.Environ(), "IMAGES_OUT="+out, "RELEASE_REFS="+version+"="+ref)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		s.t.Fatalf("build release %s (git %s): %v\n%s", version, ref, err, b)
+	}
+	s.checkReleaseDigest(version, filepath.Join(out, "operator-v"+version+".ref"))
+	return filepath.Join(out, "manager-v"+version)
+}
+
+// checkReleaseDigest compares the manager image reference in refFile with the pin of version in
+// releases/digests.yaml.
+func (s *story) checkReleaseDigest(version, refFile string) {
+	data, err := os.ReadFile(filepath.Join(s.root, "releases", "digests.yaml"))
+	if err != nil {
 		s.t.Fatal(err)
 	}
-	if err := exec.Command("git", "-C", s.root, "cat-file", "-e", ref+"^{commit}").Run(); err != nil {
-		// A shallow clone lacks the release: fetch it (the clone's origin has the history).
-		if out, err := exec.Command("git", "-C", s.root, "fetch", "--quiet", "--unshallow", "--tags").CombinedOutput(); err != nil {
-			s.t.Fatalf("release commit %s not in this clone and not fetchable: %v\n%s", ref, err, out)
-		}
+	var pins struct {
+		Toolchain string                       `json:"toolchain"`
+		Releases  map[string]map[string]string `json:"releases"`
 	}
-	// git archive | tar -x: the release's tree, without touching this checkout.
-	cmd := exec.Command("sh", "-c", `git -C "$1" archive "$2" | tar -x -C "$3"`, "sh", s.root, ref, src)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		s.t.Fatalf("extract release %s: %v\n%s", ref, err, out)
+	if err := yaml.Unmarshal(data, &pins); err != nil {
+		s.t.Fatalf("releases/digests.yaml: %v", err)
 	}
-	return s.goBuild(src)
+	want := pins.Releases[version]["manager"]
+	if want == "" {
+		s.t.Fatalf("releases/digests.yaml pins no manager image of %s (make release-digests)", version)
+	}
+	ref, err := os.ReadFile(refFile)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	got := strings.TrimSpace(string(ref))
+	goVersion, err := exec.Command("go", "env", "GOVERSION").Output()
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	if tc := strings.TrimSpace(string(goVersion)); tc != pins.Toolchain {
+		s.t.Logf("the manager image of %s built with %s is %s; releases/digests.yaml pins %s, built with %s: not comparable", version, tc, got, want, pins.Toolchain)
+		return
+	}
+	if got != want {
+		s.t.Errorf("the manager image of %s built from its release commit is %s, releases/digests.yaml pins %s (and the catalog names it)", version, got, want)
+	}
 }
 
 func (s *story) buildCurrent() string { return s.goBuild(s.root) }
