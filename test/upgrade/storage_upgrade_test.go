@@ -323,8 +323,13 @@ func (s *storageStory) playJob(job *batchv1.Job, bin, dir string) {
 	}
 	ctx, cancel := context.WithTimeout(s.ctx, 2*time.Minute)
 	defer cancel()
-	// The Job's program, from the image of bin: /manager (`manager mover backup`, up to 0.3.0) or /mover.
-	cmd := exec.CommandContext(ctx, filepath.Join(filepath.Dir(bin), filepath.Base(c.Command[0])), c.Command[1:]...)
+	// The Job's program, from the image of bin: /manager is bin (`manager mover backup`, the
+	// releases up to 0.4.0), /mover its sibling (goBuild).
+	exe := bin
+	if program := filepath.Base(c.Command[0]); program != "manager" {
+		exe = filepath.Join(filepath.Dir(bin), program)
+	}
+	cmd := exec.CommandContext(ctx, exe, c.Command[1:]...)
 	cmd.Env = env
 	out, runErr := cmd.CombinedOutput()
 	report, err := os.ReadFile(termLog)
