@@ -83,6 +83,40 @@ func planReads(ctx context.Context, rep repo.Repository, root fs.Entry, all bool
 	return p, p.plan(ctx, rep, root, 0, all)
 }
 
+// acrossDirectories orders the objects of a pack so that consecutive ones are in different
+// directories where it can: one of each directory in turn. A pack holds runs of files of one
+// directory (the backup uploads a directory's files one after the other), and the parallel
+// readers then created their files in the same directory at once, where each create takes
+// the directory's lock: in a CPU profile of a restore of 200,000 files of 4 KiB, the creates
+// took a third of its CPU. Reading them across directories made that restore 13 % faster with
+// 18 % less CPU (two interleaved pairs of runs, loaded machine: 27.3 and 20.6 s against 28.7
+// and 26.5 s). eachByPack orders each pack just before reading it.
+func acrossDirectories(objs []planned) []planned {
+	byDir := map[int32][]planned{}
+	var dirs []int32 // in the order they first appear
+	for _, o := range objs {
+		if _, seen := byDir[o.dir]; !seen {
+			dirs = append(dirs, o.dir)
+		}
+		byDir[o.dir] = append(byDir[o.dir], o)
+	}
+	if len(dirs) < 2 {
+		return objs
+	}
+	out := objs[:0]
+	for len(dirs) > 0 {
+		left := dirs[:0]
+		for _, d := range dirs {
+			out = append(out, byDir[d][0])
+			if byDir[d] = byDir[d][1:]; len(byDir[d]) > 0 {
+				left = append(left, d)
+			}
+		}
+		dirs = left
+	}
+	return out
+}
+
 func (p *readPlan) walkDir(ctx context.Context, rep repo.Repository, d fs.Directory, rel string, all bool) error {
 	entries, err := fs.GetAllEntries(ctx, d)
 	if err != nil {
@@ -193,7 +227,7 @@ func (p *readPlan) eachByPack(ctx context.Context, rep repo.Repository, w *packW
 			if rctx.Err() != nil {
 				break // a reader failed: fetch and read no more
 			}
-			objs := p.byPack[pack]
+			objs := acrossDirectories(p.byPack[pack])
 			left := atomic.Int64{}
 			left.Store(int64(len(objs)))
 			for _, o := range objs {
