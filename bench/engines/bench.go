@@ -118,6 +118,9 @@ func (b *bench) run(ctx context.Context) (datasetResults, error) {
 		return b.res, err
 	}
 	b.res.Generate = time.Since(start).Seconds()
+	if b.f.engine == mover.EngineArchive {
+		return b.runArchive(ctx)
+	}
 	if b.f.withRestic {
 		if m := runChild(ctx, b.work, b.resticEnv(), b.f.restic, "init"); m.Error != "" {
 			return b.res, fmt.Errorf("restic init: %s", m.Error)

@@ -30,6 +30,8 @@ import (
 	"time"
 
 	"github.com/minio/minio-go/v7"
+
+	"github.com/okgoes/okgoes-operator/internal/mover"
 )
 
 const (
@@ -49,6 +51,8 @@ type flags struct {
 	withRestic bool
 	restore    bool
 	moverEnv   string
+	engine     string
+	baseMover  string
 	out        string
 	note       string
 }
@@ -96,6 +100,8 @@ func main() {
 	flag.BoolVar(&f.withRestic, "with-restic", true, "run restic too")
 	flag.BoolVar(&f.restore, "restore", true, "run the restores")
 	flag.StringVar(&f.moverEnv, "mover-env", "", "comma-separated K=V added to the mover's environment (a knob to measure, e.g. GOMEMLIMIT=192MiB)")
+	flag.StringVar(&f.engine, "engine", mover.EngineKopia, "mover engine to measure: kopia (against restic) or archive (against tar | PutObject, and -base-mover)")
+	flag.StringVar(&f.baseMover, "base-mover", "", "with -engine archive: a second mover binary (e.g. of an earlier commit) measured interleaved with -mover")
 	flag.StringVar(&f.out, "out", filepath.Join("docs", "benchmarks", "engines-"+time.Now().UTC().Format("2006-01-02")+".json"), "JSON file the run is appended to")
 	flag.StringVar(&f.note, "note", "", "free text recorded with the run")
 	flag.Parse()
@@ -140,6 +146,12 @@ func benchmark(ctx context.Context, f flags) error {
 		GoVersion: runtime.Version(), CPUs: runtime.NumCPU()}
 	if f.moverEnv != "" {
 		r.MoverEnv = strings.Split(f.moverEnv, ",")
+	}
+	if f.engine != mover.EngineKopia && f.engine != mover.EngineArchive {
+		return fmt.Errorf("-engine %q: kopia or archive", f.engine)
+	}
+	if f.engine == mover.EngineArchive {
+		f.withRestic = false // the archive engine's yardsticks are tar | PutObject and -base-mover
 	}
 	if f.withRestic {
 		v, err := exec.Command(f.restic, "version").Output()

@@ -52,10 +52,18 @@ func targets(r datasetResults) []target {
 
 func printMarkdown(w io.Writer, r datasetResults) {
 	fmt.Fprintf(w, "\n### %s: %d files, %.0f MiB (%d rewritten)\n\n", r.Name, r.Files, float64(r.Bytes)/mib, r.Rewritten)
-	fmt.Fprintln(w, "| step | kopia (mover) | restic |")
-	fmt.Fprintln(w, "|---|---|---|")
-	for _, s := range []string{"first-backup", "second-backup", "restore"} {
-		fmt.Fprintf(w, "| %s | %s | %s |\n", s, cell(r, "kopia/"+s), cell(r, "restic/"+s))
+	if _, ok := r.Steps[archiveNew+"/backup"]; ok {
+		fmt.Fprintln(w, "| step | archive (mover) | archive (base mover) | tar \\| PutObject |")
+		fmt.Fprintln(w, "|---|---|---|---|")
+		for _, s := range []string{"backup", "restore"} {
+			fmt.Fprintf(w, "| %s | %s | %s | %s |\n", s, cell(r, archiveNew+"/"+s), cell(r, archiveBase+"/"+s), cell(r, tarPut+"/"+s))
+		}
+	} else {
+		fmt.Fprintln(w, "| step | kopia (mover) | restic |")
+		fmt.Fprintln(w, "|---|---|---|")
+		for _, s := range []string{"first-backup", "second-backup", "restore"} {
+			fmt.Fprintf(w, "| %s | %s | %s |\n", s, cell(r, "kopia/"+s), cell(r, "restic/"+s))
+		}
 	}
 	fmt.Fprintln(w)
 	names := make([]string, 0, len(r.Targets))

@@ -31,19 +31,25 @@ func runChild(ctx context.Context, dir string, env []string, name string, args .
 	cmd.Stdout, cmd.Stderr = &out, &out
 	start := time.Now()
 	err := cmd.Run()
-	m := measurement{Seconds: time.Since(start).Seconds()}
-	if cmd.ProcessState != nil {
-		if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-			m.PeakRSS = ru.Maxrss << 10 // KiB on Linux
-			m.CPUSeconds = time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
-		}
-	}
+	m := childMeasurement(cmd, start)
 	if err != nil {
 		tail := out.Bytes()
 		if len(tail) > 2000 {
 			tail = tail[len(tail)-2000:]
 		}
 		m.Error = fmt.Sprintf("%s %v: %v: %s", name, args, err, tail)
+	}
+	return m
+}
+
+// childMeasurement is the wall time since start and the rusage of cmd, which has ended.
+func childMeasurement(cmd *exec.Cmd, start time.Time) measurement {
+	m := measurement{Seconds: time.Since(start).Seconds()}
+	if cmd.ProcessState != nil {
+		if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+			m.PeakRSS = ru.Maxrss << 10 // KiB on Linux
+			m.CPUSeconds = time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
+		}
 	}
 	return m
 }

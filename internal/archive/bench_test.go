@@ -83,3 +83,62 @@ func BenchmarkRead(b *testing.B) {
 		b.StartTimer()
 	}
 }
+
+// smallTree makes 20,000 random 4 KiB files, 1,000 per directory: a tenth of issue 13's
+// small-file tree, where the per-file costs (system calls, headers, creates) are the whole cost.
+func smallTree(b *testing.B) (root string, size int64) {
+	b.Helper()
+	root = b.TempDir()
+	rnd := rand.NewChaCha8([32]byte{13})
+	data := make([]byte, 4<<10)
+	for i := range 20_000 {
+		dir := filepath.Join(root, fmt.Sprintf("d%02d", i/1000))
+		if i%1000 == 0 {
+			if err := os.Mkdir(dir, 0o755); err != nil {
+				b.Fatal(err)
+			}
+		}
+		rnd.Read(data)
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("f%06d", i)), data, 0o644); err != nil {
+			b.Fatal(err)
+		}
+		size += int64(len(data))
+	}
+	return root, size
+}
+
+func BenchmarkWriteSmallFiles(b *testing.B) {
+	root, size := smallTree(b)
+	b.SetBytes(size)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Write(context.Background(), root, io.Discard, WriteOptions{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkReadSmallFiles(b *testing.B) {
+	root, size := smallTree(b)
+	var archive bytes.Buffer
+	if _, err := Write(context.Background(), root, &archive, WriteOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(size)
+	b.ReportAllocs()
+	dst := b.TempDir()
+	for b.Loop() {
+		into, err := os.MkdirTemp(dst, "")
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := Read(context.Background(), bytes.NewReader(archive.Bytes()), into, ReadOptions{}); err != nil {
+			b.Fatal(err)
+		}
+		b.StopTimer()
+		if err := os.RemoveAll(into); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+	}
+}

@@ -6,7 +6,6 @@ import (
 	"io"
 	"io/fs"
 	"math"
-	"os"
 	"syscall"
 )
 
@@ -17,9 +16,9 @@ const copyBuffer = 256 << 10
 // copyContent writes exactly fi.Size() bytes of f to w, since that is what the entry's header
 // announced: a file that shrank meanwhile is zero-padded and one that grew is cut. It reports
 // whether the file changed while it was read: its size or its mtime.
-func copyContent(ctx context.Context, w io.Writer, f *os.File, fi fs.FileInfo, buf []byte) (changed bool, err error) {
+func copyContent(ctx context.Context, w io.Writer, fd int, p string, fi fs.FileInfo, buf []byte) (changed bool, err error) {
 	size := fi.Size()
-	src := &fileContent{f: f, holes: hasHoles(fi)}
+	src := &fileContent{fd: fd, holes: hasHoles(fi)}
 	var done int64
 	for done < size {
 		if err := ctx.Err(); err != nil {
@@ -44,7 +43,7 @@ func copyContent(ctx context.Context, w io.Writer, f *os.File, fi fs.FileInfo, b
 		}
 	}
 	if !changed { // a file that grew, or was rewritten in place, shows in its inode
-		after, err := f.Stat()
+		after, err := fstat(fd, p)
 		if err != nil {
 			return false, err
 		}
@@ -79,7 +78,7 @@ func hasHoles(fi fs.FileInfo) bool {
 // them: a thin VM disk can be mostly hole, and reading a hole costs the kernel about as much
 // as reading data. The stream is the same either way.
 type fileContent struct {
-	f     *os.File
+	fd    int
 	holes bool
 	// [data, end) is the data region at or after the last offset asked for.
 	data, end int64
@@ -92,18 +91,36 @@ func (c *fileContent) readAt(p []byte, off int64) (int, error) {
 		}
 	}
 	if !c.holes {
-		return c.f.ReadAt(p, off)
+		return c.pread(p, off)
 	}
 	if off < c.data {
 		n := min(int64(len(p)), c.data-off)
 		clear(p[:n])
 		return int(n), nil
 	}
-	return c.f.ReadAt(p[:min(int64(len(p)), c.end-off)], off)
+	return c.pread(p[:min(int64(len(p)), c.end-off)], off)
+}
+
+// pread reads len(p) bytes at off, or up to the end of the file (then with io.EOF).
+func (c *fileContent) pread(p []byte, off int64) (int, error) {
+	done := 0
+	for done < len(p) {
+		n, err := syscall.Pread(c.fd, p[done:], off+int64(done))
+		switch {
+		case err == syscall.EINTR:
+			continue
+		case err != nil:
+			return done, err
+		case n == 0:
+			return done, io.EOF
+		}
+		done += n
+	}
+	return done, nil
 }
 
 func (c *fileContent) findData(off int64) error {
-	data, err := c.f.Seek(off, seekData)
+	data, err := syscall.Seek(c.fd, off, seekData)
 	if errors.Is(err, syscall.ENXIO) { // only hole up to the end (or the file shrank)
 		c.data, c.end = math.MaxInt64, math.MaxInt64
 		return nil
@@ -111,7 +128,7 @@ func (c *fileContent) findData(off int64) error {
 	if err != nil {
 		return err
 	}
-	end, err := c.f.Seek(data, seekHole)
+	end, err := syscall.Seek(c.fd, data, seekHole)
 	if err != nil {
 		return err
 	}

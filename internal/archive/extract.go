@@ -25,12 +25,17 @@ type dirMeta struct {
 
 // extractor writes the entries of one archive under dest.
 type extractor struct {
-	ctx  context.Context
-	dest string
-	opts ReadOptions
-	st   *Stats
-	dirs []dirMeta
-	buf  []byte
+	ctx   context.Context
+	dest  string
+	opts  ReadOptions
+	st    *Stats
+	dirs  []dirMeta
+	buf   []byte
+	small *smallFiles
+	// known holds directories under dest that this restore made or found to be directories,
+	// all the way up: entries below them need no check of the path on the way. Whatever
+	// replaces a path removes it, and everything under it, from here.
+	known map[string]struct{}
 }
 
 func (ex *extractor) extract(hdr *tar.Header, r io.Reader) error {
@@ -53,24 +58,78 @@ func (ex *extractor) extract(hdr *tar.Header, r io.Reader) error {
 	if p == ex.dest {
 		return fmt.Errorf("archive entry %q would replace the destination directory", hdr.Name)
 	}
-	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+	if err := ex.parent(p); err != nil {
 		return fmt.Errorf("archive entry %q: %w", hdr.Name, err)
+	}
+	if hdr.Typeflag == tar.TypeReg && hdr.Size <= smallFileMax {
+		return ex.smallFile(hdr, p, r)
+	}
+	// Everything else is written here, after the small files in flight.
+	if err := ex.small.wait(); err != nil {
+		return err
 	}
 	// Replace, never write into, what is there: it may be a hard link to another restored file,
-	// or a symlink.
-	if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("archive entry %q: %w", hdr.Name, err)
+	// or a symlink. Creating comes first, as the path is usually free.
+	create := func() error {
+		switch hdr.Typeflag {
+		case tar.TypeReg:
+			return ex.file(hdr, p, r)
+		case tar.TypeSymlink:
+			return ex.symlink(hdr, p)
+		default:
+			return ex.hardLink(hdr, p)
+		}
 	}
-	switch hdr.Typeflag {
-	case tar.TypeReg:
-		err = ex.file(hdr, p, r)
-	case tar.TypeSymlink:
-		err = ex.symlink(hdr, p)
-	case tar.TypeLink:
-		err = ex.hardLink(hdr, p)
+	err = create()
+	if errors.Is(err, fs.ErrExist) {
+		if err = ex.remove(p); err == nil {
+			err = create()
+		}
 	}
 	if err != nil {
 		return fmt.Errorf("archive entry %q: %w", hdr.Name, err)
+	}
+	return nil
+}
+
+// smallFile reads the content of a small regular file and hands it to the workers.
+func (ex *extractor) smallFile(hdr *tar.Header, p string, r io.Reader) error {
+	buf := ex.small.buffer()
+	if _, err := io.ReadFull(r, buf[:hdr.Size]); err != nil {
+		ex.small.free <- buf
+		return fmt.Errorf("read archive: %w", err)
+	}
+	ex.st.Files++
+	ex.st.ContentBytes += hdr.Size
+	return ex.small.add(&smallFile{name: hdr.Name, path: p, data: buf[:hdr.Size], mode: uint32(hdr.Mode & 0o7777),
+		uid: hdr.Uid, gid: hdr.Gid, mtime: hdr.ModTime})
+}
+
+// parent makes sure the directory p goes into exists; archives written by Write list every
+// directory before its content, so it usually does.
+func (ex *extractor) parent(p string) error {
+	dir := filepath.Dir(p)
+	if _, ok := ex.known[dir]; ok {
+		return nil
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	ex.known[dir] = struct{}{}
+	return nil
+}
+
+// remove removes what is at p (a file or symlink, never followed; an empty directory), and
+// forgets the directories it may have been.
+func (ex *extractor) remove(p string) error {
+	if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	below := p + string(filepath.Separator)
+	for d := range ex.known {
+		if d == p || strings.HasPrefix(d, below) {
+			delete(ex.known, d)
+		}
 	}
 	return nil
 }
@@ -87,6 +146,10 @@ func (ex *extractor) resolve(name string) (string, error) {
 	if clean == "." {
 		return ex.dest, nil
 	}
+	full := filepath.Join(ex.dest, clean)
+	if _, ok := ex.known[filepath.Dir(full)]; ok {
+		return full, nil
+	}
 	p := ex.dest
 	parts := strings.Split(clean, string(filepath.Separator))
 	for _, part := range parts[:len(parts)-1] {
@@ -102,26 +165,35 @@ func (ex *extractor) resolve(name string) (string, error) {
 			return "", fmt.Errorf("archive entry %q goes through the symlink %s", name, p)
 		}
 	}
-	return filepath.Join(ex.dest, clean), nil
+	return full, nil
 }
 
 func (ex *extractor) dir(hdr *tar.Header, p string) error {
-	fi, err := os.Lstat(p)
-	switch {
-	case err == nil && fi.IsDir(): // dest itself, or made for an earlier entry: keep it
-	case err == nil: // a file or symlink: replace it, so nothing is created through a link
-		if err := os.Remove(p); err != nil {
-			return fmt.Errorf("archive entry %q: %w", hdr.Name, err)
+	// A small file in flight may be at p, or be what is to be replaced.
+	if err := ex.small.wait(); err != nil {
+		return err
+	}
+	// Owner-only until finishDirs: the archived mode may not let us write the content.
+	err := os.Mkdir(p, 0o700)
+	if errors.Is(err, fs.ErrExist) {
+		fi, lerr := os.Lstat(p)
+		switch {
+		case lerr != nil:
+			err = lerr
+		case fi.IsDir(): // dest itself, or made for an earlier entry: keep it
+			err = nil
+		default: // a file or symlink: replace it, so nothing is created through a link
+			if err = ex.remove(p); err == nil {
+				err = os.Mkdir(p, 0o700)
+			}
 		}
-		fallthrough
-	case errors.Is(err, fs.ErrNotExist):
-		// Owner-only until finishDirs: the archived mode may not let us write the content.
-		if err := os.MkdirAll(p, 0o700); err != nil {
-			return fmt.Errorf("archive entry %q: %w", hdr.Name, err)
-		}
-	default:
+	} else if errors.Is(err, fs.ErrNotExist) { // no entry for the directory above
+		err = os.MkdirAll(p, 0o700)
+	}
+	if err != nil {
 		return fmt.Errorf("archive entry %q: %w", hdr.Name, err)
 	}
+	ex.known[p] = struct{}{}
 	ex.st.Dirs++
 	ex.dirs = append(ex.dirs, dirMeta{hdr.Name, p, hdr.FileInfo().Mode(), hdr.ModTime, hdr.Uid, hdr.Gid})
 	return nil

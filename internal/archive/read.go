@@ -52,8 +52,12 @@ func Read(ctx context.Context, r io.Reader, dest string, opts ReadOptions) (Stat
 	if !fi.IsDir() {
 		return st, fmt.Errorf("restore into %s: not a directory", dest)
 	}
-	ex := &extractor{ctx: ctx, dest: dest, opts: opts, st: &st, buf: make([]byte, extractBuffer)}
+	ex := &extractor{ctx: ctx, dest: dest, opts: opts, st: &st, buf: make([]byte, extractBuffer),
+		small: newSmallFiles(ctx, opts), known: map[string]struct{}{dest: {}}}
 	n, sum, err := scan(ctx, r, ex.extract)
+	if cerr := ex.small.close(); err == nil {
+		err = cerr
+	}
 	if err != nil {
 		return st, err
 	}

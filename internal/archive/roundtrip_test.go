@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"io/fs"
 	"net"
@@ -260,5 +261,86 @@ func TestReadReplacesExistingPathsWithoutFollowingThem(t *testing.T) {
 	}
 	if got, _ := os.ReadFile(filepath.Join(dst, "f")); string(got) != "restored" {
 		t.Errorf("restored file holds %q", got)
+	}
+}
+
+// More existing paths than the small-file writers hold buffers: each is found taken by a worker
+// and replaced by the reader, and nothing is written through a symlink or into a hard link.
+func TestReadReplacesManyExistingPaths(t *testing.T) {
+	outside := filepath.Join(t.TempDir(), "victim")
+	if err := os.WriteFile(outside, []byte("original"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	src, dst := t.TempDir(), t.TempDir()
+	const n = 3 * smallFileQueue
+	for i := range n {
+		name := fmt.Sprintf("f%03d", i)
+		if err := os.WriteFile(filepath.Join(src, name), []byte("restored "+name), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		var err error
+		switch i % 3 {
+		case 0:
+			err = os.Symlink(outside, filepath.Join(dst, name))
+		case 1:
+			err = os.Link(outside, filepath.Join(dst, name))
+		default:
+			err = os.WriteFile(filepath.Join(dst, name), []byte("old"), 0o600)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	var buf bytes.Buffer
+	if _, err := Write(context.Background(), src, &buf, WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	st, err := Read(context.Background(), &buf, dst, ReadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Files != n {
+		t.Errorf("restored %d files, want %d", st.Files, n)
+	}
+	if got, _ := os.ReadFile(outside); string(got) != "original" {
+		t.Errorf("the restore wrote through a link: outside file now %q", got)
+	}
+	sameTree(t, snapshot(t, src), snapshot(t, dst))
+}
+
+// An archive may name a path twice: the later entry wins, as when written in order, although
+// small files are written by several workers.
+func TestReadLaterEntryOfAPathWins(t *testing.T) {
+	var buf bytes.Buffer
+	enc, err := zstd.NewWriter(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tw := tar.NewWriter(enc)
+	for i := range 50 {
+		for _, name := range []string{"a", "b", fmt.Sprintf("c%02d", i)} {
+			content := fmt.Sprintf("%s version %d", name, i)
+			if err := tw.WriteHeader(&tar.Header{Name: name, Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(len(content))}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := tw.Write([]byte(content)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := enc.Close(); err != nil {
+		t.Fatal(err)
+	}
+	dst := t.TempDir()
+	if _, err := Read(context.Background(), &buf, dst, ReadOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"a", "b"} {
+		if got, _ := os.ReadFile(filepath.Join(dst, name)); string(got) != name+" version 49" {
+			t.Errorf("%s holds %q, want the last entry's content", name, got)
+		}
 	}
 }

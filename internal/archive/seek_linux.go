@@ -1,8 +1,15 @@
 package archive
 
+import (
+	"syscall"
+	"time"
+)
+
 // Linux's lseek whence values for finding data and holes (macOS swaps them).
 const (
 	seekData     = 3
 	seekHole     = 4
 	canSeekHoles = true
 )
+
+func mtime(st *syscall.Stat_t) time.Time { return time.Unix(st.Mtim.Unix()) }

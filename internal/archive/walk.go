@@ -10,6 +10,7 @@ import (
 	"path"
 	"path/filepath"
 	"slices"
+	"strings"
 	"syscall"
 )
 
@@ -29,7 +30,7 @@ type walker struct {
 // dir writes a directory, then its children in lexical order.
 func (wk *walker) dir(p, name string, fi fs.FileInfo) error {
 	// List before writing the header, so a directory that vanished is left out whole.
-	names, err := readNames(p)
+	children, err := readDir(p)
 	if err != nil {
 		if name != "." && errors.Is(err, fs.ErrNotExist) {
 			wk.st.Changed++
@@ -43,36 +44,42 @@ func (wk *walker) dir(p, name string, fi fs.FileInfo) error {
 		return err
 	}
 	wk.st.Dirs++
-	for _, n := range names {
-		child := n
+	for _, c := range children {
+		child := c.Name()
 		if name != "." {
-			child = path.Join(name, n)
+			child = path.Join(name, child)
 		}
-		if err := wk.entry(filepath.Join(p, n), child); err != nil {
+		if err := wk.entry(filepath.Join(p, c.Name()), child, c.Type()); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func readNames(p string) ([]string, error) {
+// readDir lists a directory with the type of each entry, which the file system returns with
+// the names: regular files, most of a volume, then need no lstat of their own.
+func readDir(p string) ([]fs.DirEntry, error) {
 	f, err := os.Open(p)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	names, err := f.Readdirnames(-1)
+	entries, err := f.ReadDir(-1)
 	if err != nil {
 		return nil, err
 	}
-	slices.Sort(names)
-	return names, nil
+	slices.SortFunc(entries, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
+	return entries, nil
 }
 
-// entry writes whatever p is now; name is its slash-separated path inside the archive.
-func (wk *walker) entry(p, name string) error {
+// entry writes whatever p is now; name is its slash-separated path inside the archive and typ
+// the type its directory listed.
+func (wk *walker) entry(p, name string, typ fs.FileMode) error {
 	if err := wk.ctx.Err(); err != nil {
 		return err
+	}
+	if typ.IsRegular() {
+		return wk.file(p, name)
 	}
 	fi, err := os.Lstat(p)
 	if errors.Is(err, fs.ErrNotExist) { // deleted since its directory was listed
@@ -86,7 +93,7 @@ func (wk *walker) entry(p, name string) error {
 	case mode.IsDir():
 		return wk.dir(p, name, fi)
 	case mode.IsRegular():
-		return wk.file(p, name, fi)
+		return wk.file(p, name)
 	case mode&fs.ModeSymlink != 0:
 		return wk.symlink(p, name, fi)
 	default: // socket, device, FIFO
@@ -110,17 +117,11 @@ func (wk *walker) symlink(p, name string, fi fs.FileInfo) error {
 	return wk.tw.WriteHeader(h)
 }
 
-func (wk *walker) file(p, name string, fi fs.FileInfo) error {
-	id, linked := hardLinkID(fi)
-	if first, ok := wk.links[id]; linked && ok {
-		h := header(name, fi)
-		h.Typeflag, h.Linkname = tar.TypeLink, first
-		wk.st.HardLinks++
-		return wk.tw.WriteHeader(h)
-	}
-	// O_NOFOLLOW and O_NONBLOCK: the name may have become a symlink or a FIFO since Lstat, and
-	// opening a FIFO would block the backup forever.
-	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+func (wk *walker) file(p, name string) error {
+	// O_NOFOLLOW and O_NONBLOCK: the name may have become a symlink or a FIFO since it was
+	// listed, and opening a FIFO would block the backup forever. A bare descriptor: an os.File
+	// would try, and fail, to register a regular file with the network poller.
+	fd, err := openFile(p)
 	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ELOOP) {
 		wk.st.Changed++
 		return nil
@@ -128,16 +129,24 @@ func (wk *walker) file(p, name string, fi fs.FileInfo) error {
 	if err != nil {
 		return err
 	}
-	defer f.Close()
-	// Describe the inode actually opened, not the one Lstat saw.
-	if fi, err = f.Stat(); err != nil {
+	defer syscall.Close(fd)
+	// Describe the inode actually opened.
+	fi, err := fstat(fd, p)
+	if err != nil {
 		return err
 	}
 	if !fi.Mode().IsRegular() {
 		wk.st.Changed++
 		return nil
 	}
-	if id, linked = hardLinkID(fi); linked {
+	id, linked := hardLinkID(fi)
+	if first, ok := wk.links[id]; linked && ok {
+		h := header(name, fi)
+		h.Typeflag, h.Linkname = tar.TypeLink, first
+		wk.st.HardLinks++
+		return wk.tw.WriteHeader(h)
+	}
+	if linked {
 		wk.links[id] = name
 	}
 	h := header(name, fi)
@@ -150,7 +159,7 @@ func (wk *walker) file(p, name string, fi fs.FileInfo) error {
 	if testHookAfterHeader != nil {
 		testHookAfterHeader(p)
 	}
-	changed, err := copyContent(wk.ctx, wk.tw, f, fi, wk.buf)
+	changed, err := copyContent(wk.ctx, wk.tw, fd, p, fi, wk.buf)
 	if err != nil {
 		return fmt.Errorf("archive %s: %w", p, err)
 	}

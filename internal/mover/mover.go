@@ -122,23 +122,24 @@ func Backup(ctx context.Context, store ObjectStore, job BackupJob, now func() ti
 	reporter := newProgressReporter(uctx, store, job.ProgressKey, job.ProgressEvery)
 	stopReports := reportUploaded(reporter, progress)
 
-	pr, pw := io.Pipe()
+	partSize := job.PartSize
+	if partSize == 0 {
+		partSize = DefaultPartSize
+	}
+	// The archive is written while the previous part uploads (see pipeBuffer).
+	pipe := newBufferedPipe(pipeBuffer)
 	type written struct {
 		stats archive.Stats
 		err   error
 	}
 	done := make(chan written, 1)
 	go func() {
-		stats, err := archive.Write(uctx, job.SourceDir, pw, archive.WriteOptions{})
-		pw.CloseWithError(err) // nil closes normally: the upload sees EOF
+		stats, err := archive.Write(uctx, job.SourceDir, pipe, archive.WriteOptions{})
+		pipe.CloseWrite(err) // nil closes normally: the upload sees EOF
 		done <- written{stats, err}
 	}()
-	partSize := job.PartSize
-	if partSize == 0 {
-		partSize = DefaultPartSize
-	}
-	uploaded, upErr := store.Upload(uctx, job.ArchiveKey, pr, partSize, progress)
-	pr.CloseWithError(upErrOrClosed(upErr)) // unblock the writer if the upload stopped early
+	uploaded, upErr := store.Upload(uctx, job.ArchiveKey, pipe, partSize, progress)
+	pipe.CloseRead(upErrOrClosed(upErr)) // unblock the writer if the upload stopped early
 	w := <-done
 	stopReports()
 	switch {

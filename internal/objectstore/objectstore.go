@@ -82,7 +82,7 @@ func (s *Store) BucketExists(ctx context.Context) (bool, error) {
 }
 
 // Upload streams r into key as a multipart upload of partSize parts and returns the bytes
-// written. The size is unknown up front (-1), so minio-go reads each part into one buffer of
+// written. Each part is checked by a CRC32C, not by a signed SHA-256 of its payload (see below). The size is unknown up front (-1), so minio-go reads each part into one buffer of
 // partSize bytes before sending it; with NumThreads 1 (and no concurrent stream parts) that is
 // the only buffer, so memory stays at about one part whatever the object size. The largest
 // object is partSize × 10,000 parts (S3's limit): 16 MiB parts allow about 156 GiB.
@@ -104,6 +104,15 @@ func (s *Store) Upload(ctx context.Context, key string, r io.Reader, partSize ui
 		Progress:   progress,
 		// What the operator uploads through this path is its zstd-compressed archive stream.
 		ContentType: "application/zstd",
+		// Over plain HTTP minio-go would sign each part's SHA-256, a second hash of every byte:
+		// the archive's own SHA-256 is in its manifest (a signed request), and restore and
+		// verify check it. Each part carries a CRC32C instead, which the server checks, as it
+		// does over HTTPS.
+		DisableContentSha256: true,
+		AutoChecksum:         minio.ChecksumCRC32C,
+		// Announced when the upload starts, as minio-go does for clients with trailing headers:
+		// the completion then carries the CRC32C of the parts' CRC32Cs, which the server checks.
+		UserMetadata: map[string]string{"X-Amz-Checksum-Algorithm": minio.ChecksumCRC32C.String()},
 	})
 	if err != nil {
 		return 0, err

@@ -11,6 +11,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -232,3 +234,56 @@ func BenchmarkUpload(b *testing.B) {
 		}
 	}
 }
+
+// Parts are not signed over plain HTTP (Upload's DisableContentSha256); their CRC32C must still
+// catch a part damaged on the way, and then no object is stored.
+func TestUploadRejectsAPartDamagedInTransit(t *testing.T) {
+	_, m := newStore(t)
+	target, err := url.Parse("http://" + m.Endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	director := proxy.Director
+	proxy.Director = func(r *http.Request) {
+		director(r) // keeps the Host header the client signed
+		if r.Method == http.MethodPut && r.URL.Query().Get("partNumber") == "2" {
+			r.Body = &flipByte{r: r.Body, at: 1000}
+		}
+	}
+	front := httptest.NewServer(proxy)
+	defer front.Close()
+	s, err := New(Config{Endpoint: strings.TrimPrefix(front.URL, "http://"), Bucket: "bucket", AccessKey: m.AccessKey, SecretKey: m.SecretKey, Insecure: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := s.PutBytes(ctx, "intact", []byte("through the proxy"), "text/plain"); err != nil {
+		t.Fatalf("the proxy itself breaks requests: %v", err)
+	}
+	_, err = s.Upload(ctx, "damaged", pseudoRandom(12<<20), 5<<20, nil)
+	if err == nil || !strings.Contains(strings.ToLower(err.Error()), "checksum") {
+		t.Fatalf("Upload of a stream whose second part was damaged on the way = %v, want a checksum mismatch", err)
+	}
+	if _, err := s.Stat(ctx, "damaged"); !IsNotFound(err) {
+		t.Errorf("Stat after the failed upload = %v, want not found", err)
+	}
+}
+
+// flipByte inverts the byte at offset at of the stream.
+type flipByte struct {
+	r   io.ReadCloser
+	at  int64
+	off int64
+}
+
+func (f *flipByte) Read(p []byte) (int, error) {
+	n, err := f.r.Read(p)
+	if f.at >= f.off && f.at < f.off+int64(n) {
+		p[f.at-f.off] ^= 0xff
+	}
+	f.off += int64(n)
+	return n, err
+}
+
+func (f *flipByte) Close() error { return f.r.Close() }

@@ -1,0 +1,139 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os/exec"
+	"time"
+
+	"github.com/minio/minio-go/v7"
+
+	"github.com/okgoes/okgoes-operator/internal/mover"
+)
+
+// The archive engine's steps (-engine archive): issue 13's yardsticks are `tar | PutObject` of
+// the same tree (GNU tar, uncompressed, streamed by minio-go with the mover's part size) and
+// the mover of an earlier commit (-base-mover), measured interleaved with -mover.
+const (
+	archiveNew  = "archive"
+	archiveBase = "archive-base"
+	tarPut      = "tar-put"
+)
+
+func (b *bench) archivePrefix(engine string) string { return engine + "-" + b.d.name + "/" }
+
+// archiveBackup runs a mover's backup with the archive engine and returns its manifest key.
+func (b *bench) archiveBackup(ctx context.Context, engine, bin string) (string, error) {
+	id := "20261205T010000Z"
+	prefix := b.archivePrefix(engine)
+	err := b.step(ctx, engine+"/backup", prefix, func() measurement {
+		env := append(b.moverEnv(), backupEnv(id, prefix)...)
+		env = append(env, mover.EnvEngine+"="+mover.EngineArchive, mover.EnvSourceDir+"="+b.source())
+		return runChild(ctx, b.work, env, bin, "backup")
+	})
+	return prefix + "backups/" + id + ".manifest.json", err
+}
+
+func (b *bench) archiveRestore(ctx context.Context, engine, bin, manifestKey string) error {
+	target := b.fresh(engine + "-restore")
+	err := b.step(ctx, engine+"/restore", "", func() measurement {
+		env := append(b.moverEnv(), mover.EnvTargetDir+"="+target, mover.EnvManifestKey+"="+manifestKey)
+		return runChild(ctx, b.work, env, bin, "restore")
+	})
+	if err == nil {
+		b.identical(engine, target)
+	}
+	return err
+}
+
+// tarPutBackup is the yardstick: `tar -cf - .` of the source streamed into one object by
+// minio-go's PutObject (unknown size, the mover's part size, one part in flight). Its CPU is
+// tar's only; the upload runs in this process.
+func (b *bench) tarPutBackup(ctx context.Context) error {
+	return b.step(ctx, tarPut+"/backup", b.archivePrefix(tarPut), func() measurement {
+		cmd := exec.CommandContext(ctx, "tar", "-cf", "-", ".")
+		cmd.Dir = b.source()
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			return measurement{Error: err.Error()}
+		}
+		start := time.Now()
+		if err := cmd.Start(); err != nil {
+			return measurement{Error: err.Error()}
+		}
+		_, putErr := b.s.client.PutObject(ctx, bucket, b.archivePrefix(tarPut)+"tree.tar", out, -1,
+			minio.PutObjectOptions{PartSize: mover.DefaultPartSize})
+		if putErr != nil {
+			io.Copy(io.Discard, out)
+		}
+		waitErr := cmd.Wait()
+		m := childMeasurement(cmd, start)
+		switch {
+		case putErr != nil:
+			m.Error = fmt.Sprintf("PutObject: %v", putErr)
+		case waitErr != nil:
+			m.Error = fmt.Sprintf("tar: %v", waitErr)
+		}
+		return m
+	})
+}
+
+// runArchive measures the archive engine on the dataset: the base mover's backup (when given),
+// the mover's backup, tar | PutObject, then both restores, each checked against the source.
+func (b *bench) runArchive(ctx context.Context) (datasetResults, error) {
+	var baseManifest string
+	if b.f.baseMover != "" {
+		var err error
+		if baseManifest, err = b.archiveBackup(ctx, archiveBase, b.f.baseMover); err != nil {
+			return b.res, err
+		}
+	}
+	manifest, err := b.archiveBackup(ctx, archiveNew, b.f.mover)
+	if err != nil {
+		return b.res, err
+	}
+	if err := b.tarPutBackup(ctx); err != nil {
+		return b.res, err
+	}
+	if b.f.restore {
+		if b.f.baseMover != "" {
+			if err := b.archiveRestore(ctx, archiveBase, b.f.baseMover, baseManifest); err != nil {
+				return b.res, err
+			}
+		}
+		if err := b.archiveRestore(ctx, archiveNew, b.f.mover, manifest); err != nil {
+			return b.res, err
+		}
+	}
+	b.res.Targets = archiveTargets(b.res)
+	return b.res, nil
+}
+
+// archiveTargets evaluates issue 13's mover targets that apply to the dataset.
+func archiveTargets(r datasetResults) []target {
+	var t []target
+	nb, okNew := r.Steps[archiveNew+"/backup"]
+	if tp, ok := r.Steps[tarPut+"/backup"]; ok && okNew && r.Name == "random-1MiB" {
+		t = append(t, target{"archive backup ≥ 0.9 × tar | PutObject speed",
+			fmt.Sprintf("%.2f × (%.1f s vs %.1f s)", tp.Seconds/nb.Seconds, nb.Seconds, tp.Seconds),
+			tp.Seconds/nb.Seconds >= 0.9})
+	}
+	if r.Name == "small-4KiB" {
+		for _, step := range []string{"backup", "restore"} {
+			n, okN := r.Steps[archiveNew+"/"+step]
+			o, okO := r.Steps[archiveBase+"/"+step]
+			if okN && okO {
+				t = append(t, target{"archive " + step + " ≥ 1.3 × the base mover's speed",
+					fmt.Sprintf("%.2f × (%.1f s vs %.1f s)", o.Seconds/n.Seconds, n.Seconds, o.Seconds),
+					o.Seconds/n.Seconds >= 1.3})
+			}
+		}
+	}
+	for _, e := range []string{archiveNew, archiveBase} {
+		if v, ok := r.Identical[e]; ok {
+			t = append(t, target{e + " restored tree identical", v, v == "identical"})
+		}
+	}
+	return t
+}

@@ -1,0 +1,78 @@
+package archive
+
+import (
+	"io/fs"
+	"path/filepath"
+	"syscall"
+	"time"
+)
+
+// openFile opens p for reading without following a final symlink or blocking on a FIFO.
+func openFile(p string) (int, error) {
+	for {
+		fd, err := syscall.Open(p, syscall.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil {
+			return -1, &fs.PathError{Op: "open", Path: p, Err: err}
+		}
+		return fd, nil
+	}
+}
+
+// fstat describes the open file fd, named p, as os.File.Stat would.
+func fstat(fd int, p string) (fs.FileInfo, error) {
+	fi := &statInfo{name: filepath.Base(p)}
+	for {
+		err := syscall.Fstat(fd, &fi.sys)
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, &fs.PathError{Op: "stat", Path: p, Err: err}
+		}
+		return fi, nil
+	}
+}
+
+// statInfo is the fs.FileInfo of a stat result; Sys is the *syscall.Stat_t.
+type statInfo struct {
+	name string
+	sys  syscall.Stat_t
+}
+
+func (fi *statInfo) Name() string       { return fi.name }
+func (fi *statInfo) Size() int64        { return fi.sys.Size }
+func (fi *statInfo) ModTime() time.Time { return mtime(&fi.sys) }
+func (fi *statInfo) IsDir() bool        { return fi.Mode().IsDir() }
+func (fi *statInfo) Sys() any           { return &fi.sys }
+
+// Mode converts the Unix mode bits as the os package does.
+func (fi *statInfo) Mode() fs.FileMode {
+	m := fs.FileMode(fi.sys.Mode & 0o777)
+	switch fi.sys.Mode & syscall.S_IFMT {
+	case syscall.S_IFBLK:
+		m |= fs.ModeDevice
+	case syscall.S_IFCHR:
+		m |= fs.ModeDevice | fs.ModeCharDevice
+	case syscall.S_IFDIR:
+		m |= fs.ModeDir
+	case syscall.S_IFIFO:
+		m |= fs.ModeNamedPipe
+	case syscall.S_IFLNK:
+		m |= fs.ModeSymlink
+	case syscall.S_IFSOCK:
+		m |= fs.ModeSocket
+	}
+	if fi.sys.Mode&syscall.S_ISGID != 0 {
+		m |= fs.ModeSetgid
+	}
+	if fi.sys.Mode&syscall.S_ISUID != 0 {
+		m |= fs.ModeSetuid
+	}
+	if fi.sys.Mode&syscall.S_ISVTX != 0 {
+		m |= fs.ModeSticky
+	}
+	return m
+}
