@@ -9,6 +9,13 @@
 //	go run ./bench/engines -datasets random-1MiB,small-4KiB,logs
 //	go run ./bench/engines -datasets million-1KiB -restore=false
 //
+// With -engine archive it measures the archive engine instead (issue 13): the mover's backup
+// against `tar -cf - . | PutObject` of the same tree, and against the mover of an earlier commit
+// (-base-mover, interleaved), then both restores, each checked against the source:
+//
+//	git worktree add /tmp/base <commit> && (cd /tmp/base && CGO_ENABLED=0 go build -o /tmp/mover-base ./cmd/mover)
+//	go run ./bench/engines -engine archive -base-mover /tmp/mover-base -datasets random-1MiB,small-4KiB
+//
 // The results are appended to -out (JSON) and printed as Markdown tables.
 package main
 
