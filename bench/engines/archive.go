@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os/exec"
+	"strings"
 	"time"
 
 	"github.com/minio/minio-go/v7"
@@ -38,7 +39,8 @@ func (b *bench) archiveBackup(ctx context.Context, engine, bin string) (string, 
 func (b *bench) archiveRestore(ctx context.Context, engine, bin, manifestKey string) error {
 	target := b.fresh(engine + "-restore")
 	err := b.step(ctx, engine+"/restore", "", func() measurement {
-		env := append(b.moverEnv(), mover.EnvTargetDir+"="+target, mover.EnvManifestKey+"="+manifestKey)
+		env := append(b.moverEnv(), mover.EnvTargetDir+"="+target, mover.EnvManifestKey+"="+manifestKey,
+			mover.EnvArchiveKey+"="+strings.TrimSuffix(manifestKey, ".manifest.json")+".tar.zst", mover.EnvEngine+"="+mover.EngineArchive)
 		return runChild(ctx, b.work, env, bin, "restore")
 	})
 	if err == nil {

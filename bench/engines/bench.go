@@ -3,10 +3,13 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
+	"io/fs"
 	"log"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/okgoes/okgoes-operator/internal/mover"
@@ -118,6 +121,9 @@ func (b *bench) run(ctx context.Context) (datasetResults, error) {
 		return b.res, err
 	}
 	b.res.Generate = time.Since(start).Seconds()
+	if err := settle(b.source()); err != nil {
+		return b.res, err
+	}
 	if b.f.engine == mover.EngineArchive {
 		return b.runArchive(ctx)
 	}
@@ -139,6 +145,9 @@ func (b *bench) run(ctx context.Context) (datasetResults, error) {
 		return b.res, err
 	}
 	b.res.Rewritten = n
+	if err := settle(b.source()); err != nil {
+		return b.res, err
+	}
 	if err := b.kopiaBackup(ctx, "kopia/second-backup", "20261205T020000Z"); err != nil {
 		return b.res, err
 	}
@@ -187,4 +196,26 @@ func (b *bench) identical(engine, target string) {
 	b.res.Identical[engine] = verdict
 	log.Printf("%s: %s restore %s (checked in %v)", b.d.name, engine, verdict, time.Since(start).Round(time.Second))
 	os.RemoveAll(target)
+}
+
+// settle reads every file under root once and writes all dirty data to disk, so that no measured
+// step pays for what came before it: the first read of a new file updates its atime (relatime),
+// which on a busy ext4 journal costs far more than the read, and writeback of the new files would
+// compete with the step's own I/O.
+func settle(root string) error {
+	buf := make([]byte, 1<<20)
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return err
+		}
+		f, err := os.Open(p)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		_, err = io.CopyBuffer(io.Discard, f, buf)
+		return err
+	})
+	syscall.Sync()
+	return err
 }

@@ -7,14 +7,24 @@ import (
 	"time"
 )
 
-// openFile opens p for reading without following a final symlink or blocking on a FIFO.
-func openFile(p string) (int, error) {
+// openFile opens p for reading without following a final symlink or blocking on a FIFO, and,
+// while *noatime holds, without updating its access time: a backup should not change what it
+// reads, and on ext4 that update is an inode write per file. Only the file's owner (or
+// CAP_FOWNER) may ask for that; the first refusal turns *noatime off for the rest of the walk.
+func openFile(p string, noatime *bool) (int, error) {
 	for {
-		fd, err := syscall.Open(p, syscall.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
-		if err == syscall.EINTR {
-			continue
+		flags := syscall.O_RDONLY | syscall.O_NOFOLLOW | syscall.O_NONBLOCK | syscall.O_CLOEXEC
+		if *noatime {
+			flags |= oNoatime
 		}
-		if err != nil {
+		fd, err := syscall.Open(p, flags, 0)
+		switch {
+		case err == syscall.EINTR:
+			continue
+		case err == syscall.EPERM && *noatime:
+			*noatime = false
+			continue
+		case err != nil:
 			return -1, &fs.PathError{Op: "open", Path: p, Err: err}
 		}
 		return fd, nil

@@ -13,3 +13,6 @@ const (
 )
 
 func mtime(st *syscall.Stat_t) time.Time { return time.Unix(st.Mtim.Unix()) }
+
+// oNoatime is open(2)'s O_NOATIME where it exists.
+const oNoatime = syscall.O_NOATIME

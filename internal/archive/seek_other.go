@@ -15,3 +15,6 @@ const (
 )
 
 func mtime(st *syscall.Stat_t) time.Time { return time.Unix(st.Mtimespec.Unix()) }
+
+// oNoatime is open(2)'s O_NOATIME where it exists.
+const oNoatime = 0

@@ -25,6 +25,8 @@ type walker struct {
 	// links maps each inode seen with more than one name to the first name archived.
 	links map[fileID]string
 	buf   []byte
+	// noatime: open files with O_NOATIME (see openFile).
+	noatime bool
 }
 
 // dir writes a directory, then its children in lexical order.
@@ -121,7 +123,7 @@ func (wk *walker) file(p, name string) error {
 	// O_NOFOLLOW and O_NONBLOCK: the name may have become a symlink or a FIFO since it was
 	// listed, and opening a FIFO would block the backup forever. A bare descriptor: an os.File
 	// would try, and fail, to register a regular file with the network poller.
-	fd, err := openFile(p)
+	fd, err := openFile(p, &wk.noatime)
 	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ELOOP) {
 		wk.st.Changed++
 		return nil

@@ -54,11 +54,12 @@ func Write(ctx context.Context, root string, w io.Writer, _ WriteOptions) (Stats
 	}
 	tw := tar.NewWriter(enc)
 	wk := &walker{
-		ctx:   ctx,
-		tw:    tw,
-		st:    &st,
-		links: map[fileID]string{},
-		buf:   make([]byte, copyBuffer),
+		ctx:     ctx,
+		tw:      tw,
+		st:      &st,
+		links:   map[fileID]string{},
+		buf:     make([]byte, copyBuffer),
+		noatime: true,
 	}
 	err = wk.dir(root, ".", fi)
 	if err == nil {
