@@ -4,10 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
-	"time"
 
 	"github.com/kopia/kopia/snapshot"
 )
@@ -21,15 +25,9 @@ func TestCanceledBackupLeavesAWorkingRepository(t *testing.T) {
 	cfg := b.config("volumes/big")
 	src := bigVolume(t, files, fileSize)
 
-	r := openRepo(t, cfg, testPassword)
 	ctx, cancel := context.WithCancel(testContext(t))
-	// Cancel as soon as the first data pack (up to 20 MiB) is in the bucket.
-	go func() {
-		defer cancel()
-		for ctx.Err() == nil && !hasObject(ctx, b, "volumes/big/p") {
-			time.Sleep(20 * time.Millisecond)
-		}
-	}()
+	defer cancel()
+	r := openRepo(t, cancelAfterFirstPack(t, cfg, "volumes/big/p", cancel), testPassword)
 	_, err := r.Backup(ctx, src, BackupOptions{Source: "shop/big"})
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("canceled backup returned %v, want context.Canceled", err)
@@ -90,4 +88,44 @@ func bigVolume(t *testing.T, n, size int) string {
 		writeFile(t, filepath.Join(src, fmt.Sprintf("f%02d", i)), randomBytes(t, size), 0o644)
 	}
 	return src
+}
+
+// cancelAfterFirstPack returns cfg reached through a proxy that calls cancel once the first
+// PUT of a key under packs (a data pack, up to 20 MiB) has been answered, and holds the PUTs
+// of the other packs until then: however fast the machine, the backup is canceled with a pack
+// in the bucket and before its last one. (Polling the bucket for the first pack let a quick
+// backup finish first.)
+func cancelAfterFirstPack(t *testing.T, cfg S3Config, packs string, cancel context.CancelFunc) S3Config {
+	t.Helper()
+	u, err := url.Parse("http://" + cfg.Endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := httputil.NewSingleHostReverseProxy(u) // keeps the Host header the client signed
+	var first sync.Once
+	canceled := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		key := strings.TrimPrefix(req.URL.Path, "/"+cfg.Bucket+"/")
+		if req.Method != http.MethodPut || !strings.HasPrefix(key, packs) {
+			proxy.ServeHTTP(w, req)
+			return
+		}
+		isFirst := false
+		first.Do(func() { isFirst = true })
+		if !isFirst {
+			select {
+			case <-canceled:
+			case <-req.Context().Done():
+				return
+			}
+		}
+		proxy.ServeHTTP(w, req)
+		if isFirst {
+			cancel()
+			close(canceled)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	cfg.Endpoint = strings.TrimPrefix(srv.URL, "http://")
+	return cfg
 }
