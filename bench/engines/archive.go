@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"strings"
 	"time"
@@ -38,6 +39,12 @@ func (b *bench) archiveBackup(ctx context.Context, engine, bin string) (string, 
 
 func (b *bench) archiveRestore(ctx context.Context, engine, bin, manifestKey string) error {
 	target := b.fresh(engine + "-restore")
+	if b.f.restoreDir != "" {
+		var err error
+		if target, err = os.MkdirTemp(b.f.restoreDir, engine+"-restore-"); err != nil {
+			return err
+		}
+	}
 	err := b.step(ctx, engine+"/restore", "", func() measurement {
 		env := append(b.moverEnv(), mover.EnvTargetDir+"="+target, mover.EnvManifestKey+"="+manifestKey,
 			mover.EnvArchiveKey+"="+strings.TrimSuffix(manifestKey, ".manifest.json")+".tar.zst", mover.EnvEngine+"="+mover.EngineArchive)
@@ -81,31 +88,35 @@ func (b *bench) tarPutBackup(ctx context.Context) error {
 	})
 }
 
-// runArchive measures the archive engine on the dataset: the base mover's backup (when given),
-// the mover's backup, tar | PutObject, then both restores, each checked against the source.
+// runArchive measures the archive engine on the dataset: the base mover's backup (when given)
+// and the mover's (in the order -base-last says), tar | PutObject, then both restores in the
+// same order, each checked against the source.
 func (b *bench) runArchive(ctx context.Context) (datasetResults, error) {
-	var baseManifest string
+	manifests := map[string]string{}
+	movers := []struct{ engine, bin string }{{archiveNew, b.f.mover}}
 	if b.f.baseMover != "" {
-		var err error
-		if baseManifest, err = b.archiveBackup(ctx, archiveBase, b.f.baseMover); err != nil {
-			return b.res, err
+		base := struct{ engine, bin string }{archiveBase, b.f.baseMover}
+		if b.f.baseLast {
+			movers = append(movers, base)
+		} else {
+			movers = append(movers[:0:0], base, movers[0])
 		}
 	}
-	manifest, err := b.archiveBackup(ctx, archiveNew, b.f.mover)
-	if err != nil {
-		return b.res, err
+	for _, m := range movers {
+		key, err := b.archiveBackup(ctx, m.engine, m.bin)
+		if err != nil {
+			return b.res, err
+		}
+		manifests[m.engine] = key
 	}
 	if err := b.tarPutBackup(ctx); err != nil {
 		return b.res, err
 	}
 	if b.f.restore {
-		if b.f.baseMover != "" {
-			if err := b.archiveRestore(ctx, archiveBase, b.f.baseMover, baseManifest); err != nil {
+		for _, m := range movers {
+			if err := b.archiveRestore(ctx, m.engine, m.bin, manifests[m.engine]); err != nil {
 				return b.res, err
 			}
-		}
-		if err := b.archiveRestore(ctx, archiveNew, b.f.mover, manifest); err != nil {
-			return b.res, err
 		}
 	}
 	b.res.Targets = archiveTargets(b.res)

@@ -81,6 +81,7 @@ func (b *bench) step(ctx context.Context, name, prefix string, run func() measur
 		}
 	}
 	log.Printf("%s: %s", b.d.name, name)
+	syscall.Sync() // the previous step's writes (a restored tree, its removal) are not this step's
 	m := run()
 	if prefix != "" && m.Error == "" {
 		after, err := b.s.prefixBytes(ctx, bucket, prefix)

@@ -60,6 +60,8 @@ type flags struct {
 	moverEnv   string
 	engine     string
 	baseMover  string
+	baseLast   bool
+	restoreDir string
 	out        string
 	note       string
 }
@@ -109,6 +111,8 @@ func main() {
 	flag.StringVar(&f.moverEnv, "mover-env", "", "comma-separated K=V added to the mover's environment (a knob to measure, e.g. GOMEMLIMIT=192MiB)")
 	flag.StringVar(&f.engine, "engine", mover.EngineKopia, "mover engine to measure: kopia (against restic) or archive (against tar | PutObject, and -base-mover)")
 	flag.StringVar(&f.baseMover, "base-mover", "", "with -engine archive: a second mover binary (e.g. of an earlier commit) measured interleaved with -mover")
+	flag.BoolVar(&f.baseLast, "base-last", false, "run each step of -base-mover after the mover's instead of before (run both orders: a restore of many files is slower after the removal of another)")
+	flag.StringVar(&f.restoreDir, "restore-dir", "", "directory for the archive engine's restore targets, e.g. on a tmpfs to measure the mover without the disk (default: the work directory)")
 	flag.StringVar(&f.out, "out", filepath.Join("docs", "benchmarks", "engines-"+time.Now().UTC().Format("2006-01-02")+".json"), "JSON file the run is appended to")
 	flag.StringVar(&f.note, "note", "", "free text recorded with the run")
 	flag.Parse()

@@ -13,7 +13,8 @@
 //     archived and in its ancestors, and the first name of every inode that has several
 //     (needed to emit hard links).
 //   - Read holds one zstd decoder on one goroutine, which refuses frames that need a window
-//     above 8 MiB, one 1 MiB copy buffer, and the name, mode, owner and mtime of every
+//     above 8 MiB, one 1 MiB copy buffer, up to 20 small files (≤ 128 KiB each) on their way
+//     to the writer goroutine (smallfiles.go), and the name, mode, owner and mtime of every
 //     restored directory, which are applied in a final pass.
 //
 // # Stream
