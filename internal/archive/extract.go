@@ -96,7 +96,7 @@ func (ex *extractor) extract(hdr *tar.Header, r io.Reader) error {
 func (ex *extractor) smallFile(hdr *tar.Header, p string, r io.Reader) error {
 	buf := ex.small.buffer()
 	if _, err := io.ReadFull(r, buf[:hdr.Size]); err != nil {
-		ex.small.free <- buf
+		ex.small.release(buf)
 		return fmt.Errorf("read archive: %w", err)
 	}
 	ex.st.Files++

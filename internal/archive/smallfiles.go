@@ -38,8 +38,6 @@ type smallFile struct {
 	mode     uint32 // permission bits with setuid, setgid and sticky
 	uid, gid int
 	mtime    time.Time
-	// exists is set by a worker that found something at path: the reader replaces it itself.
-	exists bool
 }
 
 // smallFiles writes small files on smallFileWorkers goroutines. Only the reader calls its methods.
@@ -81,17 +79,20 @@ func (s *smallFiles) buffer() []byte {
 	return <-s.free
 }
 
+// release gives a content buffer back.
+func (s *smallFiles) release(b []byte) { s.free <- b[:cap(b)] }
+
 // add hands f to a worker; f.data is a buffer from buffer(). It returns an earlier worker's
 // failure, if any, instead.
 func (s *smallFiles) add(f *smallFile) error {
 	if _, ok := s.inFlight[f.path]; ok {
 		if err := s.wait(); err != nil {
-			s.free <- f.data[:cap(f.data)]
+			s.release(f.data)
 			return err
 		}
 	}
 	if err := s.failed(); err != nil {
-		s.free <- f.data[:cap(f.data)]
+		s.release(f.data)
 		return err
 	}
 	s.inFlight[f.path] = struct{}{}
@@ -120,7 +121,7 @@ func (s *smallFiles) wait() error {
 		if err == nil {
 			err = s.replace(f)
 		}
-		s.free <- f.data[:cap(f.data)]
+		s.release(f.data)
 	}
 	if err != nil {
 		s.fail(err)
@@ -163,15 +164,14 @@ func (s *smallFiles) work() {
 		}
 		switch {
 		case errors.Is(err, fs.ErrExist):
-			s.mu.Lock()
-			f.exists = true
+			s.mu.Lock() // the reader replaces what is there itself (wait)
 			s.found = append(s.found, f)
 			s.mu.Unlock()
 		case err != nil:
 			s.fail(fmt.Errorf("archive entry %q: %w", f.name, err))
 			fallthrough
 		default:
-			s.free <- f.data[:cap(f.data)]
+			s.release(f.data)
 		}
 		s.wg.Done()
 	}
