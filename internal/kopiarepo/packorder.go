@@ -3,11 +3,8 @@ package kopiarepo
 import (
 	"context"
 	"fmt"
-	"os"
 	"path"
-	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 
 	"github.com/kopia/kopia/fs"
@@ -15,12 +12,10 @@ import (
 	"github.com/kopia/kopia/repo/blob"
 	"github.com/kopia/kopia/repo/content"
 	"github.com/kopia/kopia/repo/object"
-	"github.com/kopia/kopia/snapshot/restore"
 	"golang.org/x/sync/errgroup"
 )
 
-// Small files are read pack by pack: by Restore before kopia's restore walks the tree, and by
-// Verify.
+// Small files are read pack by pack, by Restore and by Verify.
 //
 // kopia reads every chunk with its own ranged GET of the pack holding it: 200,000 files of
 // 4 KiB are 200,000 GETs, a restore 20 × slower than restic's, which downloads each pack once
@@ -34,10 +29,8 @@ import (
 // one chunk, 1 MiB files included) are listed first, grouped by pack, and read
 // pack after pack: each pack is fetched whole once and held in memory while its files are read
 // (packWindow, storage.go; the next one is fetched meanwhile), and kopia reads each file's
-// chunk from it, decrypting and checking it as usual. A restore writes them with
-// writeRestoredFile, and kopia's restore then skips them (volumeOutput.done); directories,
-// symlinks and larger files are restored by kopia's restore as before, which also sets the
-// directories' modes and times after their contents.
+// chunk from it, decrypting and checking it as usual. The other files and the symlinks are read
+// afterwards, RestoreParallelism at a time (restore.go).
 
 // A file of one chunk up to smallChunkBytes is read with its pack: 8 MiB is the largest chunk
 // of DYNAMIC-4M-BUZHASH, kopia's default splitter. Files of 1 MiB restored 1.5 × slower than
@@ -56,9 +49,11 @@ type planned struct {
 
 // readPlan is the snapshot's objects, the small ones grouped by pack.
 type readPlan struct {
-	dirs   []string // slash-separated paths of the directories under the root ("" is the root)
-	byPack map[blob.ID][]planned
-	order  []blob.ID // packs in the order the walk met them
+	dirs []string // slash-separated paths of the directories under the root ("" is the root)
+	// dirEntries are the directories of dirs, for their owner, mode and times.
+	dirEntries []fs.Entry
+	byPack     map[blob.ID][]planned
+	order      []blob.ID // packs in the order the walk met them
 	// extent is the length of the start of each pack that holds the small objects' chunks.
 	extent map[blob.ID]int64
 	// rest are the other files and the symlinks, when the plan was made with them.
@@ -79,7 +74,7 @@ func planReads(ctx context.Context, rep repo.Repository, root fs.Entry, all bool
 	if d, ok := root.(fs.Directory); ok {
 		return p, p.walkDir(ctx, rep, d, "", all)
 	}
-	p.dirs = []string{""}
+	p.dirs, p.dirEntries = []string{""}, []fs.Entry{root}
 	return p, p.plan(ctx, rep, root, 0, all)
 }
 
@@ -124,6 +119,7 @@ func (p *readPlan) walkDir(ctx context.Context, rep repo.Repository, d fs.Direct
 	}
 	dir := int32(len(p.dirs)) //nolint:gosec // a snapshot of more than 2^31 directories does not fit in memory anyway
 	p.dirs = append(p.dirs, rel)
+	p.dirEntries = append(p.dirEntries, d)
 	for _, child := range entries {
 		if sub, ok := child.(fs.Directory); ok {
 			err = p.walkDir(ctx, rep, sub, path.Join(rel, child.Name()), all)
@@ -257,46 +253,4 @@ func each(ctx context.Context, objs []planned, fn func(context.Context, planned)
 		g.Go(func() error { return fn(gctx, o) })
 	}
 	return g.Wait()
-}
-
-// restoreSmallFilesByPack writes the small files of the tree under root (smallObject) into
-// out's target, pack by pack.
-func (r *Repo) restoreSmallFilesByPack(ctx context.Context, root fs.Entry, out *restore.FilesystemOutput) error {
-	plan, err := planReads(ctx, r.rep, root, false)
-	if err != nil {
-		return err
-	}
-	dirs := &parentDirs{target: out.TargetPath, made: map[string]bool{}}
-	return plan.eachByPack(ctx, r.rep, r.packs, func(ctx context.Context, o planned) error {
-		if err := dirs.ensure(plan.dirs[o.dir]); err != nil {
-			return err
-		}
-		rel := plan.rel(o)
-		target := filepath.Join(out.TargetPath, filepath.FromSlash(rel))
-		if err := writeRestoredFile(ctx, target, o.entry.(fs.File), nil); err != nil { //nolint:forcetypeassert // smallObject took files only
-			return fmt.Errorf("restore %q: %w", rel, err)
-		}
-		return nil
-	})
-}
-
-// parentDirs creates the directories the pass writes into, as kopia's restore creates them
-// (mode 0700 until kopia's restore sets their own mode after their contents).
-type parentDirs struct {
-	target string
-	mu     sync.Mutex
-	made   map[string]bool
-}
-
-func (d *parentDirs) ensure(rel string) error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.made[rel] {
-		return nil
-	}
-	if err := os.MkdirAll(filepath.Join(d.target, filepath.FromSlash(rel)), 0o700); err != nil {
-		return fmt.Errorf("create directory %q: %w", rel, err)
-	}
-	d.made[rel] = true
-	return nil
 }

@@ -5,12 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"path/filepath"
 	"strconv"
 	"sync/atomic"
-	"syscall"
 
 	"github.com/kopia/kopia/fs"
 	"github.com/kopia/kopia/repo"
@@ -18,8 +16,8 @@ import (
 	"github.com/kopia/kopia/repo/manifest"
 	"github.com/kopia/kopia/repo/object"
 	"github.com/kopia/kopia/snapshot"
-	"github.com/kopia/kopia/snapshot/restore"
 	"github.com/kopia/kopia/snapshot/snapshotfs"
+	"golang.org/x/sys/unix"
 )
 
 // RestoreParallelism is how many files a restore writes at once.
@@ -48,10 +46,18 @@ type RestoreStats struct {
 }
 
 // Restore writes the tree of the snapshot into targetDir, creating it if needed. Entries
-// already there are overwritten, others are left alone. Modes and modification times are
-// restored, owners where the process may set them (silently not otherwise). Runs of zeros are
-// written as holes, so a sparse file stays sparse. Hard links come back as separate files, and
-// sockets, FIFOs and devices were never backed up: kopia records none of them.
+// already there are replaced (a file or symlink where a directory goes too; a directory where
+// a file goes is an error), others are left alone. Modes and modification times are restored,
+// owners where the process may set them (silently not otherwise). Runs of zeros are written as
+// holes, so a sparse file stays sparse. Hard links come back as separate files, and sockets,
+// FIFOs and devices were never backed up: kopia records none of them.
+//
+// One walk of the snapshot's directories (planReads) lists everything; then, in this order:
+// the directories are made, the small files written pack by pack (packorder.go), the other
+// files and the symlinks written RestoreParallelism at a time, and last the directories get
+// their owner, mode and times, deepest first. kopia's own restore (restore.Entry) walked the
+// tree a second time, reading every directory again and asking the index and lstat about each
+// file the pack pass had written.
 func (r *Repo) Restore(ctx context.Context, snapshotID, targetDir string) (RestoreStats, error) {
 	ctx = r.kopiaContext(ctx)
 	man, err := r.load(ctx, snapshotID)
@@ -62,50 +68,166 @@ func (r *Repo) Restore(ctx context.Context, snapshotID, targetDir string) (Resto
 	if err != nil {
 		return RestoreStats{}, err
 	}
+	if _, ok := root.(fs.Directory); !ok {
+		return RestoreStats{}, fmt.Errorf("snapshot %s is of a single file, not of a volume", snapshotID)
+	}
 	target, err := filepath.Abs(targetDir)
 	if err != nil {
 		return RestoreStats{}, err
 	}
-	out := &restore.FilesystemOutput{
-		TargetPath:             target,
-		OverwriteDirectories:   true,
-		OverwriteFiles:         true,
-		OverwriteSymlinks:      true,
-		IgnorePermissionErrors: true, // a non-root mover cannot chown; kopia then skips owners only
-		WriteSparseFiles:       true,
-	}
-	if err := out.Init(ctx); err != nil {
-		return RestoreStats{}, fmt.Errorf("restore target %s: %w", target, err)
-	}
-	err = r.restoreSmallFilesByPack(ctx, root, out)
+	st, err := r.restoreTree(ctx, root, target)
 	if ctx.Err() != nil {
 		return RestoreStats{}, ctx.Err()
 	}
 	if err != nil {
 		return RestoreStats{}, fmt.Errorf("restore %s into %s: %w", snapshotID, target, err)
 	}
-	cancel := make(chan struct{})
-	stop := context.AfterFunc(ctx, func() { close(cancel) })
-	defer stop()
-	st, err := restore.Entry(ctx, r.rep, volumeOutput{out, r.rep}, root, restore.Options{
-		RestoreDirEntryAtDepth: math.MaxInt32, // full depth
-		// kopia restores one file at a time by default; each file waits on S3 round trips, so a
-		// tree of small files restores several times faster with several in flight.
-		Parallel: restoreParallelism(),
-		Cancel:   cancel,
-	})
-	if ctx.Err() != nil {
-		return RestoreStats{}, ctx.Err()
-	}
+	return st, nil
+}
+
+// restoreTree writes the tree under root, a directory, into target.
+func (r *Repo) restoreTree(ctx context.Context, root fs.Entry, target string) (RestoreStats, error) {
+	plan, err := planReads(ctx, r.rep, root, true)
 	if err != nil {
-		return RestoreStats{}, fmt.Errorf("restore %s into %s: %w", snapshotID, target, err)
+		return RestoreStats{}, err
+	}
+	t := restoreTarget{root: target}
+	if err := t.makeDirs(plan.dirs); err != nil {
+		return RestoreStats{}, err
+	}
+	var files, symlinks, written atomic.Int64
+	write := func(ctx context.Context, o planned) error {
+		rel := plan.rel(o)
+		var err error
+		switch e := o.entry.(type) {
+		case fs.File:
+			if err = writeRestoredFile(ctx, t.path(rel), e); err == nil {
+				files.Add(1)
+				written.Add(e.Size())
+			}
+		case fs.Symlink:
+			if err = t.symlink(ctx, rel, e); err == nil {
+				symlinks.Add(1)
+			}
+		default:
+			err = fmt.Errorf("an entry of type %T", e)
+		}
+		if err != nil {
+			return fmt.Errorf("restore %q: %w", rel, err)
+		}
+		return nil
+	}
+	if err := plan.eachByPack(ctx, r.rep, r.packs, write); err != nil {
+		return RestoreStats{}, err
+	}
+	if err := each(ctx, plan.rest, write); err != nil {
+		return RestoreStats{}, err
+	}
+	if err := t.finishDirs(plan.dirs, plan.dirEntries); err != nil {
+		return RestoreStats{}, err
 	}
 	return RestoreStats{
-		Files:    int(st.RestoredFileCount),
-		Dirs:     int(st.RestoredDirCount),
-		Symlinks: int(st.RestoredSymlinkCount),
-		Bytes:    st.RestoredTotalFileSize,
+		Files:    int(files.Load()),
+		Dirs:     len(plan.dirs),
+		Symlinks: int(symlinks.Load()),
+		Bytes:    written.Load(),
 	}, nil
+}
+
+// restoreTarget is the directory a restore writes into.
+type restoreTarget struct {
+	root string
+}
+
+// path is where the entry rel (slash-separated, under the snapshot's root) goes.
+func (t restoreTarget) path(rel string) string {
+	return filepath.Join(t.root, filepath.FromSlash(rel))
+}
+
+// makeDirs makes the directories (rels in walk order: each after its parent), mode 0700 until
+// finishDirs sets their own. A directory there already is kept; a file or symlink in the way
+// is replaced, so nothing is written through a link.
+func (t restoreTarget) makeDirs(rels []string) error {
+	if err := os.MkdirAll(t.root, 0o700); err != nil {
+		return err //nolint:wrapcheck // names the path
+	}
+	for _, rel := range rels[1:] { // rels[0] is the root
+		p := t.path(rel)
+		err := os.Mkdir(p, 0o700)
+		if errors.Is(err, os.ErrExist) {
+			var st os.FileInfo
+			if st, err = os.Lstat(p); err == nil && !st.IsDir() {
+				if err = os.Remove(p); err == nil {
+					err = os.Mkdir(p, 0o700)
+				}
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("create directory %q: %w", rel, err)
+		}
+	}
+	return nil
+}
+
+// symlink makes the symlink e at rel, replacing a file or symlink there, with e's owner (where
+// the process may) and times.
+func (t restoreTarget) symlink(ctx context.Context, rel string, e fs.Symlink) error {
+	link, err := e.Readlink(ctx)
+	if err != nil {
+		return fmt.Errorf("read the symlink's target: %w", err)
+	}
+	p := t.path(rel)
+	err = os.Symlink(link, p)
+	if errors.Is(err, os.ErrExist) {
+		if err = replaceable(p); err == nil {
+			err = os.Symlink(link, p)
+		}
+	}
+	if err != nil {
+		return err //nolint:wrapcheck // names the path
+	}
+	if err := os.Lchown(p, int(e.Owner().UserID), int(e.Owner().GroupID)); err != nil && !isPermission(err) {
+		return err //nolint:wrapcheck // names the path
+	}
+	return setTimes(p, e.ModTime(), unix.AT_SYMLINK_NOFOLLOW)
+}
+
+// finishDirs gives the directories their owner, mode and times, deepest first: after their
+// contents (which change a directory's times), and each before its parent (whose mode may
+// forbid reaching it). The root of the target may be a volume's mount point that a non-root
+// mover neither owns nor may change: it keeps its owner, and a refused mode or time is
+// ignored; its files are what matters.
+func (t restoreTarget) finishDirs(rels []string, entries []fs.Entry) error {
+	for i := len(rels) - 1; i >= 0; i-- {
+		p, e := t.path(rels[i]), entries[i]
+		var err error
+		if i == 0 {
+			err = errors.Join(ignorePermission(os.Chmod(p, e.Mode()&fs.ModBits)), ignorePermission(setTimes(p, e.ModTime(), 0)))
+		} else {
+			err = setDirAttributes(p, e)
+		}
+		if err != nil {
+			return fmt.Errorf("directory %q: %w", rels[i], err)
+		}
+	}
+	return nil
+}
+
+func setDirAttributes(p string, e fs.Entry) error {
+	if err := os.Lchown(p, int(e.Owner().UserID), int(e.Owner().GroupID)); err != nil && !isPermission(err) {
+		return err //nolint:wrapcheck // names the path
+	}
+	if err := os.Chmod(p, e.Mode()&fs.ModBits); err != nil {
+		return err //nolint:wrapcheck // names the path
+	}
+	return setTimes(p, e.ModTime(), 0)
+}
+
+func ignorePermission(err error) error {
+	if isPermission(err) {
+		return nil
+	}
+	return err
 }
 
 // VerifyStats count what Verify read: the files and symlinks (whose targets are objects too).
@@ -201,48 +323,4 @@ func (r *Repo) load(ctx context.Context, id string) (*snapshot.Manifest, error) 
 		return nil, fmt.Errorf("%w: %s is incomplete (%s)", ErrSnapshotNotFound, id, man.IncompleteReason)
 	}
 	return man, nil
-}
-
-// volumeOutput is kopia's FilesystemOutput for a target that may be a mount point: after the
-// root directory, kopia removes a leftover shallow-restore placeholder next to it ("<target>.kopia-entry"),
-// in the parent directory, which for a volume is the mover's read-only root filesystem (EROFS:
-// found on real pods). A restore here never writes placeholders, so the root's attributes are
-// set without that step.
-type volumeOutput struct {
-	*restore.FilesystemOutput
-	rep repo.Repository
-}
-
-// WriteFile writes the file with writeRestoredFile (filewriter.go), unless restoreSmallFilesByPack
-// wrote it already: it writes the small ones (smallObject), and a restore runs it first. Asking
-// smallObject again (an index lookup) replaced a set of the paths it wrote, 14 MiB for 200,000
-// files; a small file missing from the target, or of another length, is written all the same.
-func (o volumeOutput) WriteFile(ctx context.Context, relativePath string, f fs.File, progress restore.FileWriteProgress) error {
-	path := filepath.Join(o.TargetPath, filepath.FromSlash(relativePath))
-	if _, small := smallObject(ctx, o.rep, f); small {
-		if st, err := os.Lstat(path); err == nil && st.Mode().IsRegular() && st.Size() == f.Size() {
-			return nil
-		}
-	}
-	return writeRestoredFile(ctx, path, f, progress)
-}
-
-func (o volumeOutput) FinishDirectory(ctx context.Context, relativePath string, e fs.Directory) error {
-	if relativePath != "" {
-		return o.FilesystemOutput.FinishDirectory(ctx, relativePath, e) //nolint:wrapcheck // kopia's own
-	}
-	path := o.TargetPath
-	ignore := func(err error) error {
-		if err != nil && (errors.Is(err, os.ErrPermission) || errors.Is(err, syscall.EPERM)) {
-			return nil // a non-root mover may not own the volume's root; its files are what matters
-		}
-		return err
-	}
-	if err := ignore(os.Chmod(path, e.Mode()&fs.ModBits)); err != nil {
-		return fmt.Errorf("set the mode of %s: %w", path, err)
-	}
-	if err := ignore(os.Chtimes(path, e.ModTime(), e.ModTime())); err != nil {
-		return fmt.Errorf("set the times of %s: %w", path, err)
-	}
-	return nil
 }

@@ -1,0 +1,85 @@
+package kopiarepo
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// A restore into a volume that holds other entries at the snapshot's paths replaces them: a
+// symlink where a file goes is replaced, not written through (the file it points to, here
+// outside the target, keeps its content); a file where a directory goes, or where a symlink
+// goes, is replaced too; a longer file is cut to the snapshot's length; entries the snapshot
+// does not hold are left alone.
+func TestRestoreReplacesWhatIsInTheWay(t *testing.T) {
+	b := newBucket(t)
+	r := openRepo(t, b.config("volumes/db"), testPassword)
+	ctx := testContext(t)
+	src := t.TempDir()
+	writeVolume(t, src)
+	snap, err := r.Backup(ctx, src, BackupOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	outside := filepath.Join(t.TempDir(), "precious")
+	writeFile(t, outside, []byte("not the volume's\n"), 0o644)
+	dst := t.TempDir()
+	writeFile(t, filepath.Join(dst, "extra"), []byte("kept\n"), 0o600)
+	if err := os.Symlink(outside, filepath.Join(dst, "README")); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(dst, "bin"), []byte("a file where a directory goes\n"), 0o644)
+	writeFile(t, filepath.Join(dst, "link-to-readme"), []byte("a file where a symlink goes\n"), 0o644)
+	writeFile(t, filepath.Join(dst, "data", "big.bin"), randomBytes(t, 5<<20), 0o600)
+
+	if _, err := r.Restore(ctx, snap.ID, dst); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := os.ReadFile(outside); err != nil || string(got) != "not the volume's\n" {
+		t.Errorf("the file a symlink in the target pointed to holds %q (%v): the restore wrote through the link", got, err)
+	}
+	if got, err := os.ReadFile(filepath.Join(dst, "extra")); err != nil || string(got) != "kept\n" {
+		t.Errorf("an entry the snapshot does not hold: %q (%v), want it kept", got, err)
+	}
+	if err := os.Remove(filepath.Join(dst, "extra")); err != nil {
+		t.Fatal(err)
+	}
+	assertSameTree(t, src, dst)
+}
+
+// A restore from a damaged backup fails without having touched the files already at the
+// snapshot's paths: a file's first chunk is read, and checked against its hash, before the
+// file it replaces is removed (fails when writeRestoredFile creates the file first).
+func TestDamagedBackupLeavesExistingFilesAlone(t *testing.T) {
+	b := newBucket(t)
+	cfg, snap := backedUpVolume(t, b, "volumes/db")
+	damaged := 0
+	for key := range b.objects(t, "volumes/db/p") { // data packs: every chunk in them
+		data := b.get(t, key)
+		for i := 0; i < len(data); i += 16 { // shorter than any encrypted chunk
+			data[i] ^= 0xff
+		}
+		b.put(t, key, data)
+		damaged++
+	}
+	if damaged == 0 {
+		t.Fatal("no data pack in the bucket")
+	}
+	dst := t.TempDir()
+	mine := map[string]string{"README": "mine\n", "bin/run.sh": "#!/bin/sh\necho mine\n"}
+	for name, content := range mine {
+		writeFile(t, filepath.Join(dst, name), []byte(content), 0o644)
+	}
+	// A fresh connection, so that no chunk comes from a local cache.
+	_, err := openRepo(t, cfg, testPassword).Restore(testContext(t), snap.ID, dst)
+	if err == nil {
+		t.Fatal("restore passed over a damaged pack")
+	}
+	t.Logf("restore after damage: %v", err)
+	for name, content := range mine {
+		if got, err := os.ReadFile(filepath.Join(dst, name)); err != nil || string(got) != content {
+			t.Errorf("%s holds %q (%v) after the failed restore, want %q", name, got, err, content)
+		}
+	}
+}
