@@ -94,8 +94,8 @@ func writeRestoredFile(ctx context.Context, path string, f fs.File) (err error) 
 }
 
 // createFile creates a new file at path, and returns its descriptor. O_EXCL and O_NOFOLLOW: a
-// file is created here, not reached through a link; a file or symlink already there is
-// removed first, a directory is an error.
+// file is created here, not reached through a link; a file, symlink or empty directory already
+// there is removed first (replaceable).
 func createFile(path string) (int, error) {
 	const flags = syscall.O_WRONLY | syscall.O_CREAT | syscall.O_EXCL | syscall.O_NOFOLLOW | syscall.O_CLOEXEC
 	fd, err := syscall.Open(path, flags, 0o600)
@@ -114,17 +114,14 @@ func createFile(path string) (int, error) {
 	return fd, nil
 }
 
-// replaceable removes the file or symlink at path, so that a new entry can be made there. A
-// directory is kept, and reported.
+// replaceable removes the file, symlink or empty directory at path, so that a new entry can be
+// made there, as the archive engine does. A directory with entries is kept, and reported.
 func replaceable(path string) error {
-	st, err := os.Lstat(path)
-	switch {
-	case err != nil:
-		return err //nolint:wrapcheck // names the path
-	case st.IsDir():
-		return &iofs.PathError{Op: "restore", Path: path, Err: errors.New("a directory is in the way")}
+	err := os.Remove(path)
+	if errors.Is(err, syscall.ENOTEMPTY) || errors.Is(err, syscall.EEXIST) {
+		return &iofs.PathError{Op: "restore", Path: path, Err: errors.New("a directory with entries is in the way")}
 	}
-	return os.Remove(path) //nolint:wrapcheck // names the path
+	return err //nolint:wrapcheck // names the path
 }
 
 // fdFile writes to a file descriptor at an offset; path names it in errors.

@@ -3,13 +3,14 @@ package kopiarepo
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
 // A restore into a volume that holds other entries at the snapshot's paths replaces them: a
 // symlink where a file goes is replaced, not written through (the file it points to, here
 // outside the target, keeps its content); a file where a directory goes, or where a symlink
-// goes, is replaced too; a longer file is cut to the snapshot's length; entries the snapshot
+// goes, is replaced too, and so is an empty directory where a file goes; a longer file is cut to the snapshot's length; entries the snapshot
 // does not hold are left alone.
 func TestRestoreReplacesWhatIsInTheWay(t *testing.T) {
 	b := newBucket(t)
@@ -32,6 +33,9 @@ func TestRestoreReplacesWhatIsInTheWay(t *testing.T) {
 	writeFile(t, filepath.Join(dst, "bin"), []byte("a file where a directory goes\n"), 0o644)
 	writeFile(t, filepath.Join(dst, "link-to-readme"), []byte("a file where a symlink goes\n"), 0o644)
 	writeFile(t, filepath.Join(dst, "data", "big.bin"), randomBytes(t, 5<<20), 0o600)
+	if err := os.Mkdir(filepath.Join(dst, "empty"), 0o755); err != nil { // an empty directory where a file goes
+		t.Fatal(err)
+	}
 
 	if _, err := r.Restore(ctx, snap.ID, dst); err != nil {
 		t.Fatal(err)
@@ -46,6 +50,22 @@ func TestRestoreReplacesWhatIsInTheWay(t *testing.T) {
 		t.Fatal(err)
 	}
 	assertSameTree(t, src, dst)
+}
+
+// A directory with entries where the snapshot has a file stops the restore, with the path in
+// the error, and keeps its entries.
+func TestRestoreStopsAtADirectoryWhereAFileGoes(t *testing.T) {
+	b := newBucket(t)
+	cfg, snap := backedUpVolume(t, b, "volumes/db")
+	dst := t.TempDir()
+	writeFile(t, filepath.Join(dst, "README", "notes"), []byte("mine\n"), 0o644)
+	_, err := openRepo(t, cfg, testPassword).Restore(testContext(t), snap.ID, dst)
+	if err == nil || !strings.Contains(err.Error(), "README") || !strings.Contains(err.Error(), "a directory with entries is in the way") {
+		t.Fatalf("restore over a directory where a file goes: %v, want an error naming README", err)
+	}
+	if got, err := os.ReadFile(filepath.Join(dst, "README", "notes")); err != nil || string(got) != "mine\n" {
+		t.Errorf("README/notes holds %q (%v), want it kept", got, err)
+	}
 }
 
 // A restore from a damaged backup fails without having touched the files already at the
