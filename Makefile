@@ -210,11 +210,8 @@ cluster-down: ## Stop the local cluster and remove everything it made.
 	hack/local-cluster.sh down
 
 .PHONY: e2e-tools
-e2e-tools: ## Build what only the e2e suites need and nothing in make test builds (CSI driver and sidecars, registry, OLM, opm), only those missing; .ci/run builds them during make test.
-	hack/tools/csi/build.sh
-	hack/tools/olm/build.sh $(LOCALBIN)/images/olm-bin
-	hack/tools/registry/build.sh
-	hack/tools/opm/build.sh
+e2e-tools: ## Build what only the e2e suites need (CSI driver and sidecars, OLM, registry, opm, the cluster's other Kubernetes binaries), only those missing; .ci/run builds them during make test.
+	hack/e2e-tools.sh
 
 .PHONY: test-e2e
 test-e2e: ## End-to-end suites on real pods: the e2e suite (make deploy), then the OLM suite (test-olm), each on a local cluster of its own unless one runs. E2E_CLUSTER=existing: the cluster of $KUBECONFIG.

@@ -4,6 +4,9 @@
 #
 #   hack/envtest-assets.sh [kube-apiserver|etcd|kubectl|minio|kopia ...]   (default: all five)
 #
+# kube-controller-manager, kube-scheduler, kubelet and kube-proxy (the local cluster's, built by
+# hack/local-cluster.sh and hack/e2e-tools.sh) come from the same wrapper module, when named.
+#
 # kube-apiserver and kubectl come from k8s.io/kubernetes v1.37.2 through the wrapper module in
 # hack/tools/k8s, whose go.mod replaces each staging module with its v0.37.2 release; etcd comes from
 # hack/tools/etcd (etcdmain); minio (the S3 server of the backup tests; AGPL, so only ever a
@@ -35,7 +38,7 @@ build() {
 	kopia)
 		"$root/hack/tools/kopia/build.sh" "$root/bin/kopia"
 		return ;;
-	kube-apiserver | kubectl | kube-controller-manager | kube-scheduler)
+	kube-apiserver | kubectl | kube-controller-manager | kube-scheduler | kubelet | kube-proxy)
 		dir=$root/hack/tools/k8s pkg=k8s.io/kubernetes/cmd/$name ldflags=$(version_ldflags $k8s_version) ;;
 	etcd)
 		dir=$root/hack/tools/etcd pkg=./cmd/etcd ldflags="-s -w" ;;
