@@ -210,7 +210,7 @@ cluster-down: ## Stop the local cluster and remove everything it made.
 	hack/local-cluster.sh down
 
 .PHONY: e2e-tools
-e2e-tools: ## Build what only the e2e suites need (CSI driver and sidecars, OLM, registry, opm, the cluster's other Kubernetes binaries), only those missing; .ci/run builds them during make test.
+e2e-tools: ## Build what only the e2e suites need (CSI driver and sidecars, OLM, registry, opm, the cluster's other Kubernetes binaries), only those missing.
 	hack/e2e-tools.sh
 
 .PHONY: test-e2e
