@@ -153,8 +153,7 @@ func (p *readPlan) plan(ctx context.Context, rep repo.Repository, e fs.Entry, di
 }
 
 // smallObject says whether e is a file of one chunk of at most smallChunkBytes in a data pack,
-// and returns where that chunk is. It depends on e's object and the index only: restoreSmallFilesByPack
-// writes the files it holds small, and volumeOutput skips the same files.
+// and returns where that chunk is. It depends on e's object and the index only.
 func smallObject(ctx context.Context, rep repo.Repository, e fs.Entry) (content.Info, bool) {
 	if _, file := e.(fs.File); !file || e.Size() == 0 || e.Size() > smallChunkBytes {
 		return content.Info{}, false
