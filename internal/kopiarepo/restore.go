@@ -46,8 +46,9 @@ type RestoreStats struct {
 }
 
 // Restore writes the tree of the snapshot into targetDir, creating it if needed. Entries
-// already there are replaced (a file or symlink where a directory goes too; a directory where
-// a file goes is an error), others are left alone. Modes and modification times are restored,
+// already there are replaced (a file or symlink where a directory goes too, and an empty
+// directory where a file goes; a directory with entries there is an error), others are left
+// alone. Modes and modification times are restored,
 // owners where the process may set them (silently not otherwise). Runs of zeros are written as
 // holes, so a sparse file stays sparse. Hard links come back as separate files, and sockets,
 // FIFOs and devices were never backed up: kopia records none of them.
