@@ -50,6 +50,7 @@ done
 // of the object actually in the bucket; a PVCRestore restores it into a new PVC, and a pod reading
 // that PVC sees the same tree.
 func TestBackupAndRestoreWithRealPods(t *testing.T) {
+	alongside(t)
 	ns := namespace(t, "e2e-backup")
 	s3 := deployMinIO(t, ns)
 	claim(t, ns, "data")

@@ -299,3 +299,9 @@ func podReady(p *corev1.Pod) bool {
 	}
 	return false
 }
+
+// alongside marks a test that may run beside the other such tests (see the package doc).
+func alongside(t *testing.T) {
+	t.Helper()
+	t.Parallel()
+}

@@ -25,6 +25,7 @@ var kopiaFingerprint = strings.Replace(fingerprint, "'%a %s %h %Y'", "'%a %s %Y'
 // small change uploads a small fraction of the first; verify reads the snapshot back; a PVCRestore
 // of "latest" gives back the same tree.
 func TestKopiaBackupAndRestoreWithRealPods(t *testing.T) {
+	alongside(t)
 	ns := namespace(t, "e2e-kopia")
 	s3 := deployMinIO(t, ns)
 	claim(t, ns, "data")

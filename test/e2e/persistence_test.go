@@ -19,6 +19,7 @@ import (
 // its append-only file, the operator elects a primary, and all 100 keys are read back through the
 // Service. Without persistence the same deletion empties the cache.
 func TestRedisCachePersistenceRestartsWarm(t *testing.T) {
+	alongside(t)
 	ns := namespace(t, "e2e-warm")
 	for i := range 2 {
 		volumeFor(t, ns, fmt.Sprintf("data-warm-%d", i), "999:999") // the Redis image's uid

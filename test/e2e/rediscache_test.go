@@ -21,6 +21,7 @@ import (
 // pods become ready and run the configured eviction policy; changing the policy rolls the pods onto
 // the new configuration; deleting the RedisCache removes every child through the garbage collector.
 func TestRedisCacheRunsRealRedis(t *testing.T) {
+	alongside(t)
 	ns := namespace(t, "e2e-redis")
 	rc := sample(t, "cache_v1beta1_rediscache.yaml")
 	rc.SetNamespace(ns)

@@ -108,6 +108,7 @@ echo "records $n bytes $(stat -c %s /data/log) sha256 $(sha256sum < /data/log | 
 // whole (crash-consistent), and the temporary snapshot, its content and the PVC are gone
 // afterwards. A PVCRestore into a new PVC provisioned by the driver is read back by a pod.
 func TestSnapshotBackupOfALiveVolume(t *testing.T) {
+	alongside(t)
 	class := csiClass(t)
 	ns := namespace(t, "e2e-snapshot")
 	s3 := deployMinIO(t, ns)
