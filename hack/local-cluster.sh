@@ -787,7 +787,7 @@ cmd_e2e() {
 		log "using the cluster of KUBECONFIG=${KUBECONFIG} (images must be there already: see docs/testing.md)"
 	fi
 	local start_time=$SECONDS
-	(cd "$root" && "${go_test[@]}") || rc=$?
+	(cd "$root" && CGO_ENABLED=0 "${go_test[@]}") || rc=$? # cgo off as in make test: one build cache
 	log "$suite suite: $((SECONDS - start_time))s (exit $rc)"
 	if [ $brought_up = 1 ] && [ "${E2E_KEEP_CLUSTER:-0}" != 1 ]; then
 		trap - EXIT
