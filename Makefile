@@ -225,7 +225,7 @@ e2e-tools: ## Build what only the e2e suites need (CSI driver and sidecars, OLM,
 
 .PHONY: test-e2e
 test-e2e: ## End-to-end suites on real pods: the e2e suite (make deploy), then the OLM suite (test-olm), each on a local cluster of its own unless one runs. E2E_CLUSTER=existing: the cluster of $KUBECONFIG.
-	hack/local-cluster.sh e2e
+	E2E_PREBUILD_OLM=1 hack/local-cluster.sh e2e
 	hack/local-cluster.sh olm
 
 .PHONY: test-olm
