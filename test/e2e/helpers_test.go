@@ -59,7 +59,7 @@ func randomSuffix() string {
 
 // namespace creates a namespace for one test. At the end it dumps the namespace (objects, events,
 // pod logs) and the operator when the test failed, then deletes it and waits until it is gone, so
-// that the next test starts on a quiet operator.
+// that a sequential test after it starts on a quiet operator (the tests alongside run last).
 func namespace(t *testing.T, prefix string) string {
 	t.Helper()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: prefix + "-" + randomSuffix()}}
