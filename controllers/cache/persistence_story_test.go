@@ -153,6 +153,21 @@ func TestPersistentCacheRestartsWarm(t *testing.T) {
 		}
 		return nil
 	})
+	// ... and in its append-only file: with appendfsync everysec Redis may hold the write back
+	// for up to 2 s while a background fsync runs (a loaded machine), and kill -9 loses what was
+	// not written yet.
+	eventually(t, 10*time.Second, func() error {
+		text, err := procs[1].client().Info(testCtx, "persistence").Result()
+		if err != nil {
+			return err
+		}
+		for _, want := range []string{"aof_buffer_length:0", "aof_pending_bio_fsync:0"} {
+			if !strings.Contains(text, want) {
+				return fmt.Errorf("replica's append-only file: want %s", want)
+			}
+		}
+		return nil
+	})
 
 	// Every Redis dies (kill -9: no final save), then every pod goes.
 	for _, p := range procs {
