@@ -130,18 +130,8 @@ func TestPersistentCacheRestartsWarm(t *testing.T) {
 	waitForPrimary(t, rc, "warm-0")
 
 	// The replica's append-only file is written once its first sync is done.
-	eventually(t, 20*time.Second, func() error {
-		text, err := procs[1].client().Info(testCtx, "persistence").Result()
-		if err != nil {
-			return err
-		}
-		for _, want := range []string{"aof_enabled:1", "aof_rewrite_in_progress:0", "aof_rewrite_scheduled:0", "loading:0", "aof_last_write_status:ok"} {
-			if !strings.Contains(text, want) {
-				return fmt.Errorf("replica persistence: want %s", want)
-			}
-		}
-		return nil
-	})
+	waitForPersistence(t, procs[1], 20*time.Second, "aof_enabled:1", "aof_rewrite_in_progress:0",
+		"aof_rewrite_scheduled:0", "loading:0", "aof_last_write_status:ok")
 	for i := range 100 {
 		if err := procs[0].client().Set(testCtx, "key-"+strconv.Itoa(i), i, 0).Err(); err != nil {
 			t.Fatal(err)
@@ -156,18 +146,7 @@ func TestPersistentCacheRestartsWarm(t *testing.T) {
 	// ... and in its append-only file: with appendfsync everysec Redis may hold the write back
 	// for up to 2 s while a background fsync runs (a loaded machine), and kill -9 loses what was
 	// not written yet.
-	eventually(t, 10*time.Second, func() error {
-		text, err := procs[1].client().Info(testCtx, "persistence").Result()
-		if err != nil {
-			return err
-		}
-		for _, want := range []string{"aof_buffer_length:0", "aof_pending_bio_fsync:0"} {
-			if !strings.Contains(text, want) {
-				return fmt.Errorf("replica's append-only file: want %s", want)
-			}
-		}
-		return nil
-	})
+	waitForPersistence(t, procs[1], 10*time.Second, "aof_buffer_length:0", "aof_pending_bio_fsync:0")
 
 	// Every Redis dies (kill -9: no final save), then every pod goes.
 	for _, p := range procs {
@@ -212,4 +191,21 @@ func TestPersistentCacheRestartsWarm(t *testing.T) {
 		t.Errorf("the primary has %d keys (%v) after the election, want 100", n, err)
 	}
 	waitForPhase(t, rc, cachev1beta1.PhaseReady, ReasonAvailable)
+}
+
+// waitForPersistence waits until INFO persistence of the Redis p shows every line of want.
+func waitForPersistence(t *testing.T, p *redisProc, timeout time.Duration, want ...string) {
+	t.Helper()
+	eventually(t, timeout, func() error {
+		text, err := p.client().Info(testCtx, "persistence").Result()
+		if err != nil {
+			return err
+		}
+		for _, w := range want {
+			if !strings.Contains(text, w) {
+				return fmt.Errorf("redis persistence: want %s", w)
+			}
+		}
+		return nil
+	})
 }
