@@ -7,8 +7,13 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
 )
 
 // customResources are the operator's kinds, for dumps.
@@ -49,7 +54,8 @@ func dumpNamespace(t *testing.T, ns string) {
 	if lines := strings.Split(tail, "\n"); len(lines) > 120 {
 		tail = strings.Join(lines[len(lines)-120:], "\n")
 	}
-	short.WriteString("----- operator (last lines)\n" + tail)
+	short.WriteString("----- operator (last lines)\n" + tail + "\n")
+	short.WriteString(clusterBrief())
 	t.Logf("failure dump (full dump in %s):\n%s", dir, short.String())
 }
 
@@ -68,4 +74,80 @@ func dumpOperator(w io.Writer) {
 			fmt.Fprintf(w, "(%v)\n", err)
 		}
 	}
+}
+
+// clusterBrief is the last thing a failure dump prints (CI shows the end of the output): the
+// node's conditions and taints, the free space where the cluster keeps its state, every pod that
+// is not running and ready with its containers' reasons, and the latest warning events.
+func clusterBrief() string {
+	var b strings.Builder
+	b.WriteString("----- cluster brief\n")
+	var nodes corev1.NodeList
+	if err := k8s.List(ctx, &nodes); err != nil {
+		fmt.Fprintf(&b, "nodes: %v\n", err)
+	}
+	for _, n := range nodes.Items {
+		var conds []string
+		for _, c := range n.Status.Conditions {
+			conds = append(conds, fmt.Sprintf("%s=%s", c.Type, c.Status))
+		}
+		var taints []string
+		for _, t := range n.Spec.Taints {
+			taints = append(taints, t.Key+":"+string(t.Effect))
+		}
+		fmt.Fprintf(&b, "node %s: %s; taints [%s]\n", n.Name, strings.Join(conds, " "), strings.Join(taints, " "))
+	}
+	var fs syscall.Statfs_t
+	if err := syscall.Statfs(cfg.root, &fs); err == nil {
+		fmt.Fprintf(&b, "free space under %s: %d MiB of %d MiB\n", cfg.root,
+			fs.Bavail*uint64(fs.Bsize)>>20, fs.Blocks*uint64(fs.Bsize)>>20)
+	}
+	var pods corev1.PodList
+	if err := k8s.List(ctx, &pods); err != nil {
+		fmt.Fprintf(&b, "pods: %v\n", err)
+	}
+	for _, p := range pods.Items {
+		if p.Status.Phase == corev1.PodSucceeded || podReady(&p) {
+			continue
+		}
+		fmt.Fprintf(&b, "pod %s/%s on %q: %s %s %s", p.Namespace, p.Name, p.Spec.NodeName, p.Status.Phase,
+			p.Status.Reason, p.Status.Message)
+		for _, c := range append(p.Status.InitContainerStatuses, p.Status.ContainerStatuses...) {
+			switch {
+			case c.State.Waiting != nil:
+				fmt.Fprintf(&b, "; %s waiting %s %s", c.Name, c.State.Waiting.Reason, c.State.Waiting.Message)
+			case c.State.Terminated != nil:
+				fmt.Fprintf(&b, "; %s terminated %s (exit %d) %s", c.Name, c.State.Terminated.Reason,
+					c.State.Terminated.ExitCode, c.State.Terminated.Message)
+			default:
+				fmt.Fprintf(&b, "; %s running, ready=%t, restarts %d", c.Name, c.Ready, c.RestartCount)
+			}
+		}
+		b.WriteString("\n")
+	}
+	var events corev1.EventList
+	if err := k8s.List(ctx, &events); err != nil {
+		fmt.Fprintf(&b, "events: %v\n", err)
+	}
+	var warnings []corev1.Event
+	for _, e := range events.Items {
+		if e.Type == corev1.EventTypeWarning {
+			warnings = append(warnings, e)
+		}
+	}
+	last := func(e corev1.Event) time.Time {
+		if !e.LastTimestamp.IsZero() {
+			return e.LastTimestamp.Time
+		}
+		return e.EventTime.Time
+	}
+	sort.SliceStable(warnings, func(i, j int) bool { return last(warnings[i]).Before(last(warnings[j])) })
+	if len(warnings) > 15 {
+		warnings = warnings[len(warnings)-15:]
+	}
+	for _, e := range warnings {
+		fmt.Fprintf(&b, "warning %s %s/%s %s (x%d): %s\n", last(e).Format(time.TimeOnly), e.InvolvedObject.Namespace,
+			e.InvolvedObject.Name, e.Reason, max(e.Count, 1), e.Message)
+	}
+	return b.String()
 }

@@ -141,6 +141,7 @@ func (s *olmStory) report() {
 			out, _ := kubectl("-n", olmNamespace, "logs", "deploy/"+d, "--tail=200")
 			s.t.Logf("----- last lines of %s:\n%s", d, out)
 		}
+		s.t.Log(clusterBrief())
 	}
 }
 
