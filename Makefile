@@ -51,11 +51,15 @@ fmt: ## Run go fmt.
 
 .PHONY: vet
 vet: ## Run go vet.
-	CGO_ENABLED=0 go vet ./...
+	$(GO_ENV) go vet ./...
 
 .PHONY: verify-generated
 verify-generated: controller-gen ## Fail when `make generate manifests` would change the generated files.
 	hack/verify-generated.sh
+
+.PHONY: verify-module-versions
+verify-module-versions: ## Fail when hack/bundle or scorecard builds another version of a module than the operator does (compiled twice).
+	hack/verify-module-versions.sh
 
 .PHONY: verify-fmt
 verify-fmt: ## Fail when gofmt would change a file.
@@ -65,17 +69,21 @@ verify-fmt: ## Fail when gofmt would change a file.
 # a test binary needs no symbol table or DWARF: both save CPU on every run (about 20 s of linking
 # on two cores; docs/testing.md).
 #
-# CGO_ENABLED=0 for go vet and go test: the build configuration of the manager and mover images
-# (make build, hack/images/build.sh), of the kopia CLI (hack/tools/kopia/build.sh) and of the
-# managers test/upgrade builds, so each package of the operator's module graph is compiled once
-# into the build cache instead of once with cgo and once without (docs/testing.md).
+# GO_ENV: one build configuration, no cgo and no build paths (-trimpath), for go vet, go test and
+# go build of the operator: the configuration of the manager and mover images (make build,
+# hack/images/build.sh), of the kopia CLI (hack/tools/kopia/build.sh), of the e2e suite, and of
+# the release managers test/upgrade builds reproducibly, so each package of the operator's module
+# graph is compiled once into the build cache, not once per configuration (docs/testing.md). The
+# go commands the tests run inherit it (GOFLAGS). hack/bundle and scorecard build the same way and
+# hold the operator's versions of what they share with it (make verify-module-versions).
+GO_ENV = CGO_ENABLED=0 GOFLAGS='-trimpath $(GOFLAGS)'
 GO_TEST_FLAGS ?= -vet=off -ldflags=-s\ -w
 
 .PHONY: test
-test: verify-generated verify-fmt vet k8s-assets bundle-validate ## Run all tests against a real kube-apiserver + etcd and a real MinIO (built into bin/ on first use).
-	CGO_ENABLED=0 go test ./... -count=1 -coverprofile cover.out $(GO_TEST_FLAGS)
-	cd hack/bundle && go test ./... -count=1
-	cd scorecard && go test ./... -count=1
+test: verify-generated verify-fmt verify-module-versions vet k8s-assets bundle-validate ## Run all tests against a real kube-apiserver + etcd and a real MinIO (built into bin/ on first use).
+	$(GO_ENV) go test ./... -count=1 -coverprofile cover.out $(GO_TEST_FLAGS)
+	cd hack/bundle && $(GO_ENV) go test ./... -count=1
+	cd scorecard && $(GO_ENV) go test ./... -count=1
 	cd hack/catalog && go test ./... -count=1
 
 .PHONY: k8s-assets
@@ -94,8 +102,8 @@ bench-scale: k8s-assets ## Scale harness (issue 13): own kube-apiserver + etcd w
 
 .PHONY: build
 build: ## Build the operator image's two programs: the manager and the backup mover.
-	CGO_ENABLED=0 go build -o $(LOCALBIN)/manager .
-	CGO_ENABLED=0 go build -o $(LOCALBIN)/mover ./cmd/mover
+	$(GO_ENV) go build -o $(LOCALBIN)/manager .
+	$(GO_ENV) go build -o $(LOCALBIN)/mover ./cmd/mover
 
 .PHONY: run
 run: build k8s-assets ## Run the manager against $KUBECONFIG, or against a local control plane it starts.

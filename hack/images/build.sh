@@ -127,7 +127,8 @@ build() {
 		# The same command as `make build`, so the binary (and the Go build cache) is shared. The
 		# tag names the binary's content, so that deploying a rebuilt operator onto a running
 		# cluster rolls the manager (and the mover Jobs get the new image too).
-		(cd "$root" && CGO_ENABLED=0 go build -o "$root/bin/manager" . && CGO_ENABLED=0 go build -o "$root/bin/mover" ./cmd/mover)
+		(cd "$root" && CGO_ENABLED=0 go build -trimpath -o "$root/bin/manager" . &&
+			CGO_ENABLED=0 go build -trimpath -o "$root/bin/mover" ./cmd/mover)
 		local ref
 		ref="okgoes.local/okgoes-operator:${OPERATOR_TAG:-$tag-$(cat "$root/bin/manager" "$root/bin/mover" | sha256sum | cut -c1-12)}"
 		ociimage -ref "$ref" -o "$dest" -user 65532:65532 \

@@ -5,8 +5,8 @@
 #
 # The CLI is a `tool` of the operator's own module (go.mod: `tool github.com/kopia/kopia`), so it
 # is always the kopia version the operator links, with the same versions of every module they
-# share. It is built with the settings of `make vet` and `make test` (CGO_ENABLED=0, no
-# -trimpath), so every package the operator also uses (the repository format, the S3 storage,
+# share. It is built with the settings of `make vet` and `make test` (CGO_ENABLED=0, -trimpath:
+# the Makefile's GO_ENV), so every package the operator also uses (the repository format, the S3 storage,
 # minio-go, ...) comes from the build cache those already filled: a cold `make test` compiles
 # only the CLI's own packages here (docs/testing.md). Nothing is downloaded but Go modules.
 set -euo pipefail
@@ -19,7 +19,7 @@ cd "$root"
 version=$(go list -m -f '{{.Version}}' github.com/kopia/kopia)
 mkdir -p "$(dirname "$out")"
 start=$SECONDS
-CGO_ENABLED=0 go build -ldflags "-s -w -X github.com/kopia/kopia/repo.BuildVersion=${version#v}" \
+CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X github.com/kopia/kopia/repo.BuildVersion=${version#v}" \
 	-o "$out.tmp" github.com/kopia/kopia
 mv "$out.tmp" "$out"
 echo "built $out ($version) in $((SECONDS - start))s" >&2
