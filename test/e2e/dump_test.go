@@ -23,6 +23,13 @@ const customResources = "rediscaches.cache.okgoes.com,pvcbackups.storage.okgoes.
 // short part (objects, events, the custom resources' status, the manager's log tail) into the test
 // log.
 func dumpNamespace(t *testing.T, ns string) {
+	dumpNamespaceObjects(t, ns)
+	t.Log(clusterBrief())
+}
+
+// dumpNamespaceObjects is dumpNamespace without the cluster brief, for a caller that dumps several
+// namespaces and ends with the brief once.
+func dumpNamespaceObjects(t *testing.T, ns string) {
 	dir := filepath.Join(cfg.artifacts, strings.ReplaceAll(t.Name(), "/", "_"))
 	_ = os.MkdirAll(dir, 0o755)
 	section := func(file, title string, args ...string) string {
@@ -54,8 +61,7 @@ func dumpNamespace(t *testing.T, ns string) {
 	if lines := strings.Split(tail, "\n"); len(lines) > 120 {
 		tail = strings.Join(lines[len(lines)-120:], "\n")
 	}
-	short.WriteString("----- operator (last lines)\n" + tail + "\n")
-	short.WriteString(clusterBrief())
+	short.WriteString("----- operator (last lines)\n" + tail)
 	t.Logf("failure dump (full dump in %s):\n%s", dir, short.String())
 }
 

@@ -133,7 +133,7 @@ func (s *olmStory) report() {
 	_ = os.WriteFile(filepath.Join(cfg.artifacts, "olm-steps.txt"), []byte(summary), 0o644)
 	if s.t.Failed() {
 		for _, ns := range []string{olmNamespace, olmOperatorNS, sdkNamespace} {
-			dumpNamespace(s.t, ns)
+			dumpNamespaceObjects(s.t, ns)
 		}
 		out, _ := kubectl("get", "subscriptions,installplans,csv,catalogsources,operatorgroups", "-A", "-o", "yaml")
 		_ = os.WriteFile(filepath.Join(cfg.artifacts, "olm-objects.yaml"), []byte(out), 0o644)
