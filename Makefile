@@ -3,8 +3,8 @@
 # except Go modules.
 
 # The release being developed, and the one it upgrades from (docs/upgrades.md).
-VERSION ?= 0.4.0
-PREVIOUS_VERSION ?= 0.3.0
+VERSION ?= 0.5.0
+PREVIOUS_VERSION ?= 0.4.0
 FIRST_VERSION ?= 0.1.0
 IMAGE_TAG_BASE ?= quay.io/okgoes/okgoes-operator
 IMG ?= $(IMAGE_TAG_BASE):v$(VERSION)
@@ -12,7 +12,7 @@ BUNDLE_IMG ?= $(IMAGE_TAG_BASE)-bundle:v$(VERSION)
 CHANNELS ?= stable
 DEFAULT_CHANNEL ?= stable
 # createdAt of the CSV, pinned per version so that bundle/ is reproducible.
-BUNDLE_CREATED_AT ?= 2026-12-05T00:00:00Z
+BUNDLE_CREATED_AT ?= 2026-12-06T00:00:00Z
 CONTAINER_TOOL ?= docker
 
 SHELL = /usr/bin/env bash -o pipefail

@@ -15,6 +15,7 @@ import (
 	storagev1 "github.com/okgoes/okgoes-operator/api/storage/v1"
 	"github.com/okgoes/okgoes-operator/internal/archive"
 	"github.com/okgoes/okgoes-operator/internal/errclass"
+	"github.com/okgoes/okgoes-operator/internal/kopiarepo"
 	"github.com/okgoes/okgoes-operator/internal/mover"
 )
 
@@ -127,6 +128,32 @@ func kopiaEnv(src s3Source, prefix string) []corev1.EnvVar {
 	}
 }
 
+// keyDerivation is kopia's name of the key derivation spec.kopia asks a new repository for;
+// empty when it asks for none (the mover then creates kopia's default, scrypt).
+func keyDerivation(k *storagev1.KopiaOptions) string {
+	if k == nil {
+		return ""
+	}
+	switch k.KeyDerivation {
+	case storagev1.KeyDerivationScrypt:
+		return kopiarepo.KeyDerivationScrypt
+	case storagev1.KeyDerivationPBKDF2:
+		return kopiarepo.KeyDerivationPBKDF2
+	}
+	return ""
+}
+
+// keyDerivationName is status.repository.keyDerivation for kopia's name of an algorithm.
+func keyDerivationName(kopiaName string) string {
+	switch kopiaName {
+	case kopiarepo.KeyDerivationScrypt:
+		return string(storagev1.KeyDerivationScrypt)
+	case kopiarepo.KeyDerivationPBKDF2:
+		return string(storagev1.KeyDerivationPBKDF2)
+	}
+	return kopiaName
+}
+
 // readProgress shows what the mover of the active run last reported (status.activeRun.progress).
 // It is a nicety: a missing or unreadable report changes nothing else.
 func (r *PVCBackupReconciler) readProgress(ctx context.Context, s *scope) {
@@ -152,8 +179,8 @@ func (r *PVCBackupReconciler) readProgress(ctx context.Context, s *scope) {
 
 // repositoryStatus is status.repository after a kopia run that reported res.
 func repositoryStatus(res mover.Result, now time.Time) *storagev1.RepositoryStatus {
-	rs := &storagev1.RepositoryStatus{Bytes: res.RepositoryBytes, MaintenanceMessage: truncate(res.MaintenanceError, 1024),
-		UpdateTime: metav1.NewTime(now)}
+	rs := &storagev1.RepositoryStatus{Bytes: res.RepositoryBytes, KeyDerivation: keyDerivationName(res.KeyDerivation),
+		MaintenanceMessage: truncate(res.MaintenanceError, 1024), UpdateTime: metav1.NewTime(now)}
 	if t := res.LastQuickMaintenance; t != nil {
 		rs.LastQuickMaintenance = &metav1.Time{Time: t.Truncate(time.Second)}
 	}

@@ -11,6 +11,7 @@ import (
 
 	storagev1 "github.com/okgoes/okgoes-operator/api/storage/v1"
 	"github.com/okgoes/okgoes-operator/internal/kopiarepo"
+	"github.com/okgoes/okgoes-operator/internal/mover"
 	"github.com/okgoes/okgoes-operator/internal/objectstore"
 )
 
@@ -58,7 +59,7 @@ func TestKopiaBackupsPrunedRestoredThroughTheController(t *testing.T) {
 			t.Fatalf("run %d: %+v", i, run)
 		}
 		// a new repository's first full maintenance is a day after its creation
-		if r := pb.Status.Repository; r == nil || r.Bytes <= 0 || r.LastFullMaintenance != nil {
+		if r := pb.Status.Repository; r == nil || r.Bytes <= 0 || r.LastFullMaintenance != nil || r.KeyDerivation != "Scrypt" {
 			t.Fatalf("run %d: status.repository = %+v", i, r)
 		}
 		snaps = append(snaps, run.SnapshotID)
@@ -91,5 +92,32 @@ func TestKopiaBackupsPrunedRestoredThroughTheController(t *testing.T) {
 	}
 	if c := condition2(pr); c.Status != metav1.ConditionTrue || c.Reason != ReasonRestored {
 		t.Errorf("Complete = %+v", c)
+	}
+}
+
+// spec.kopia.keyDerivation PBKDF2 reaches the mover of the first backup, which creates the
+// repository with it; status.repository says what the repository has (the real mover, MinIO).
+func TestKopiaKeyDerivationThroughTheController(t *testing.T) {
+	w := newWorld(t)
+	src := volume(t)
+	pb := w.kopiaBackup("app", "0 * * * *")
+	pb.Spec.Kopia = &storagev1.KopiaOptions{KeyDerivation: storagev1.KeyDerivationPBKDF2}
+	w.create(pb)
+	w.clock.Set(pb.CreationTimestamp.Add(time.Hour + time.Minute))
+	w.reconcile(pb)
+	job := w.job(pb)
+	if got := envOf(job)[mover.EnvKopiaKeyDerivation]; got != kopiarepo.KeyDerivationPBKDF2 {
+		t.Fatalf("backup Job env %s = %q, want %q", mover.EnvKopiaKeyDerivation, got, kopiarepo.KeyDerivationPBKDF2)
+	}
+	res := w.runMover(job, src)
+	w.finishPod(job, res)
+	w.finishJob(job, res.Succeeded())
+	w.clock.Set(pb.CreationTimestamp.Add(time.Hour + 2*time.Minute))
+	w.reconcile(pb)
+	if run := pb.Status.LastRun; run == nil || run.Result != storagev1.RunSucceeded {
+		t.Fatalf("run: %+v", run)
+	}
+	if r := pb.Status.Repository; r == nil || r.KeyDerivation != "PBKDF2" {
+		t.Errorf("status.repository = %+v, want keyDerivation PBKDF2", r)
 	}
 }

@@ -31,7 +31,7 @@ type bucket struct {
 	admin *minio.Client
 }
 
-func newBucket(t *testing.T) bucket {
+func newBucket(t testing.TB) bucket {
 	t.Helper()
 	m := testenv.StartMinIO(t)
 	admin, err := minio.New(m.Endpoint, &minio.Options{Creds: credentials.NewStaticV4(m.AccessKey, m.SecretKey, "")})

@@ -18,6 +18,9 @@ import (
 type Info struct {
 	Bytes int64 // the size of every blob under the prefix: what the repository costs in the bucket
 	Blobs int
+	// KeyDerivation is kopia's name of the algorithm the repository derives its key from the
+	// password with, as its format blob says (KeyDerivationScrypt, KeyDerivationPBKDF2).
+	KeyDerivation string
 	// LastQuickMaintenance and LastFullMaintenance are when each kind of maintenance last
 	// started and succeeded, from the runs kopia's schedule records; zero when none did (a new
 	// repository's first quick maintenance is an hour after its creation, its first full one a
@@ -33,7 +36,7 @@ func (r *Repo) Info(ctx context.Context) (Info, error) {
 	if !ok {
 		return Info{}, errors.New("info needs a direct repository connection")
 	}
-	var info Info
+	info := Info{KeyDerivation: r.keyDerivation}
 	err := dr.BlobReader().ListBlobs(ctx, "", func(m blob.Metadata) error {
 		info.Bytes += m.Length
 		info.Blobs++

@@ -2,7 +2,11 @@ package kopiarepo
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"testing"
 	"time"
 )
@@ -59,5 +63,91 @@ func TestOpenCreatesOnlyInAnEmptyPrefix(t *testing.T) {
 	}
 	if n := len(b.objects(t, "volumes/tar/")); n != 1 {
 		t.Errorf("volumes/tar/ holds %d objects after the refused create, want the 1 it had", n)
+	}
+}
+
+// A repository created with PBKDF2 records it in its format blob, says so in Info, and keeps it:
+// opening it again asking for scrypt changes nothing, the wrong password is still told apart,
+// and the stock kopia CLI opens it. A repository created without a choice is kopia's scrypt.
+func TestKeyDerivation(t *testing.T) {
+	b := newBucket(t)
+	ctx := testContext(t)
+	keyAlgo := func(prefix string) string {
+		t.Helper()
+		var f struct {
+			KeyAlgo string `json:"keyAlgo"`
+		}
+		if err := json.Unmarshal(b.get(t, prefix+"/kopia.repository"), &f); err != nil {
+			t.Fatal(err)
+		}
+		return f.KeyAlgo
+	}
+	open := func(prefix, password, kd string) (*Repo, error) {
+		return Open(ctx, b.config(prefix), password, Options{CacheDir: t.TempDir(), KeyDerivation: kd})
+	}
+	info := func(r *Repo) Info {
+		t.Helper()
+		i, err := r.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return i
+	}
+
+	src := t.TempDir()
+	writeVolume(t, src)
+	r, err := open("volumes/fast", testPassword, KeyDerivationPBKDF2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := r.Backup(ctx, src, BackupOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := info(r).KeyDerivation; got != KeyDerivationPBKDF2 {
+		t.Errorf("Info of the new repository: key derivation %q, want %q", got, KeyDerivationPBKDF2)
+	}
+	r.Close(ctx)
+	if got := keyAlgo("volumes/fast"); got != KeyDerivationPBKDF2 {
+		t.Fatalf("kopia.repository says keyAlgo %q, want %q", got, KeyDerivationPBKDF2)
+	}
+
+	if r, err := open("volumes/fast", "not the password", KeyDerivationPBKDF2); !errors.Is(err, ErrWrongPassword) {
+		if err == nil {
+			r.Close(ctx)
+		}
+		t.Fatalf("open with a wrong password: %v, want ErrWrongPassword", err)
+	}
+	r, err = open("volumes/fast", testPassword, KeyDerivationScrypt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if list, err := r.List(ctx); err != nil || len(list) != 1 || list[0].ID != snap.ID {
+		t.Errorf("reopened: list = %v, %v; want the snapshot %s", list, err, snap.ID)
+	}
+	if got := info(r).KeyDerivation; got != KeyDerivationPBKDF2 {
+		t.Errorf("reopened asking for scrypt: Info says %q, want the repository's %q", got, KeyDerivationPBKDF2)
+	}
+	r.Close(ctx)
+	if got := keyAlgo("volumes/fast"); got != KeyDerivationPBKDF2 {
+		t.Errorf("after reopening, kopia.repository says keyAlgo %q, want %q", got, KeyDerivationPBKDF2)
+	}
+
+	r, err = open("volumes/default", testPassword, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := info(r).KeyDerivation; got != KeyDerivationScrypt {
+		t.Errorf("Info of a repository created without a choice: %q, want kopia's default %q", got, KeyDerivationScrypt)
+	}
+	r.Close(ctx)
+
+	home, c := t.TempDir(), b.config("volumes/fast")
+	cmd := exec.Command(kopiaCLI(t), "repository", "connect", "s3", "--bucket="+c.Bucket, "--endpoint="+c.Endpoint, "--disable-tls",
+		"--prefix=volumes/fast/", "--access-key="+c.AccessKey, "--secret-access-key="+c.SecretKey, "--password="+testPassword,
+		"--config-file="+filepath.Join(home, "repository.config"), "--cache-directory="+filepath.Join(home, "cache"))
+	cmd.Env = append(os.Environ(), "HOME="+home, "KOPIA_LOG_DIR="+filepath.Join(home, "logs"), "KOPIA_CHECK_FOR_UPDATES=false")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("kopia repository connect to the PBKDF2 repository: %v\n%s", err, out)
 	}
 }

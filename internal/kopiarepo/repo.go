@@ -70,6 +70,10 @@ type Options struct {
 	Logger *zap.Logger
 	// NoCreate makes Open fail with ErrNoRepository instead of creating a repository.
 	NoCreate bool
+	// KeyDerivation is kopia's name of the algorithm a repository Open creates derives its key
+	// from the password with (KeyDerivationScrypt, KeyDerivationPBKDF2); empty means kopia's
+	// default, scrypt. An existing repository keeps its own.
+	KeyDerivation string
 	// NoDiskCache turns kopia's disk caches off, for a connection that reads snapshots back
 	// (restore, verify): such a connection starts with an empty cache in a mover, and reads
 	// each chunk once (the files of one chunk from packs held in memory, storage.go) and each
@@ -87,6 +91,7 @@ type Repo struct {
 	packs         *packWindow
 	removeWorkDir bool
 	logger        *zap.Logger
+	keyDerivation string // of the format blob Open read
 }
 
 // Open opens the repository under the prefix, creating it when the prefix is empty. A wrong
@@ -121,8 +126,9 @@ func Open(ctx context.Context, cfg S3Config, password string, opts Options) (_ *
 	defer unregisterPackWindow(window)
 	ci := blob.ConnectionInfo{Type: storageType, Config: &storageOptions{Options: *s3opts, Window: window}}
 	configFile := filepath.Join(r.workDir, configFileName)
-	connect := func() error {
-		return writeConnection(ctx, configFile, st, ci, cachingOptions(filepath.Join(r.workDir, cacheSubdir), opts))
+	connect := func() (err error) {
+		r.keyDerivation, err = writeConnection(ctx, configFile, st, ci, cachingOptions(filepath.Join(r.workDir, cacheSubdir), opts))
+		return err
 	}
 	created := false
 	err = connect()
@@ -131,7 +137,7 @@ func Open(ctx context.Context, cfg S3Config, password string, opts Options) (_ *
 			err = ErrNoRepository
 		}
 	} else if errors.Is(err, repo.ErrRepositoryNotInitialized) {
-		if created, err = initialize(ctx, st, password); err == nil {
+		if created, err = initialize(ctx, st, password, opts.KeyDerivation); err == nil {
 			err = connect()
 		}
 	}
@@ -169,16 +175,21 @@ func (r *Repo) Close(ctx context.Context) error {
 // (deriving the key with scrypt, ~0.4 s of CPU here, and reading the indexes), and Open opens
 // the repository right after anyway, failing there on a wrong password. It reports
 // repo.ErrRepositoryNotInitialized when st holds no repository.
-func writeConnection(ctx context.Context, configFile string, st blob.Storage, ci blob.ConnectionInfo, caching content.CachingOptions) error {
+func writeConnection(ctx context.Context, configFile string, st blob.Storage, ci blob.ConnectionInfo, caching content.CachingOptions) (keyDerivation string, _ error) {
 	var formatBlob bytes.Buffer
 	if err := st.GetBlob(ctx, format.KopiaRepositoryBlobID, 0, -1, bufferOutput{&formatBlob}); err != nil {
 		if errors.Is(err, blob.ErrBlobNotFound) {
-			return repo.ErrRepositoryNotInitialized
+			return "", repo.ErrRepositoryNotInitialized
 		}
-		return fmt.Errorf("read the repository's format blob: %w", err)
+		return "", fmt.Errorf("read the repository's format blob: %w", err)
 	}
-	if _, err := format.ParseKopiaRepositoryJSON(formatBlob.Bytes()); err != nil {
-		return fmt.Errorf("read the repository's format blob: %w", err)
+	f, err := format.ParseKopiaRepositoryJSON(formatBlob.Bytes())
+	if err != nil {
+		return "", fmt.Errorf("read the repository's format blob: %w", err)
+	}
+	keyDerivation = f.KeyDerivationAlgorithm
+	if keyDerivation == "" { // written by a kopia that recorded none: its default then, as kopia reads it
+		keyDerivation = format.DefaultKeyDerivationAlgorithm
 	}
 	if caching.ContentCacheSizeBytes == 0 {
 		// kopia caches nothing then (as repo.Connect does): v0.22.3 dereferences a nil cache
@@ -193,9 +204,9 @@ func writeConnection(ctx context.Context, configFile string, st blob.Storage, ci
 	}
 	b, err := json.MarshalIndent(lc, "", "  ")
 	if err != nil {
-		return err
+		return "", err
 	}
-	return os.WriteFile(configFile, b, 0o600)
+	return keyDerivation, os.WriteFile(configFile, b, 0o600)
 }
 
 // bufferOutput is a bytes.Buffer as kopia's blob.OutputBuffer.
@@ -210,13 +221,20 @@ func (b bufferOutput) Length() int { return b.Len() }
 // stock kopia CLI of the same version reads it.
 const DefaultHash = "BLAKE3-256-128"
 
+// The key derivations kopia offers for the password of a new repository, by kopia's names
+// (`kopia repository create --format-block-key-derivation-algorithm`).
+const (
+	KeyDerivationScrypt = "scrypt-65536-8-1"     // kopia's default: memory-hard
+	KeyDerivationPBKDF2 = "pbkdf2-sha256-600000" // cheaper per run; not memory-hard
+)
+
 // initialize creates a repository in an empty prefix. It reports false when another client
 // created one there first (connecting then tells whether the password fits).
-func initialize(ctx context.Context, st blob.Storage, password string) (bool, error) {
+func initialize(ctx context.Context, st blob.Storage, password, keyDerivation string) (bool, error) {
 	if err := ensureEmpty(ctx, st); err != nil {
 		return false, err
 	}
-	opts := &repo.NewRepositoryOptions{}
+	opts := &repo.NewRepositoryOptions{FormatBlockKeyDerivationAlgorithm: keyDerivation}
 	opts.BlockFormat.Hash = DefaultHash
 	err := repo.Initialize(ctx, st, opts, password)
 	if errors.Is(err, repo.ErrAlreadyInitialized) {

@@ -52,6 +52,9 @@ type KopiaOptions struct {
 	Password        string
 	CacheDir        string
 	CacheLimitBytes int64
+	// KeyDerivation is kopia's name of the key derivation of a repository the backup creates
+	// (kopiarepo.KeyDerivationScrypt or KeyDerivationPBKDF2); empty: kopia's default.
+	KeyDerivation string
 }
 
 // kopiaBackup is what a kopia backup reports besides its manifest.
@@ -66,7 +69,8 @@ type kopiaBackup struct {
 // nothing on disk: it reads every chunk once.
 func openRepo(ctx context.Context, cfg objectstore.Config, opts KopiaOptions, forReading bool) (*kopiarepo.Repo, error) {
 	r, err := kopiarepo.Open(ctx, kopiarepo.S3Config{Config: cfg, Prefix: opts.Prefix}, opts.Password,
-		kopiarepo.Options{CacheDir: opts.CacheDir, CacheLimitBytes: opts.CacheLimitBytes, NoCreate: forReading, NoDiskCache: forReading})
+		kopiarepo.Options{CacheDir: opts.CacheDir, CacheLimitBytes: opts.CacheLimitBytes,
+			NoCreate: forReading, NoDiskCache: forReading, KeyDerivation: opts.KeyDerivation})
 	switch {
 	case err == nil:
 		return r, nil
@@ -448,13 +452,19 @@ func kopiaOptionsFromEnv(getenv func(string) string) (KopiaOptions, error) {
 		}
 		o.CacheLimitBytes = n
 	}
+	switch o.KeyDerivation = getenv(EnvKopiaKeyDerivation); o.KeyDerivation {
+	case "", kopiarepo.KeyDerivationScrypt, kopiarepo.KeyDerivationPBKDF2:
+	default:
+		return o, fmt.Errorf("%s: %q is not %s or %s", EnvKopiaKeyDerivation, o.KeyDerivation,
+			kopiarepo.KeyDerivationScrypt, kopiarepo.KeyDerivationPBKDF2)
+	}
 	return o, nil
 }
 
 // kopiaResult is the Result of a successful kopia backup.
 func kopiaResult(m archive.Manifest, kb kopiaBackup) Result {
 	res := Result{Result: Succeeded, ID: m.ID, Bytes: m.Kopia.UploadedBytes, Files: m.Files, SnapshotID: m.Kopia.SnapshotID,
-		RepositoryBytes: kb.repo.Bytes, Maintenance: kb.maintenance, MaintenanceError: kb.maintenanceError}
+		RepositoryBytes: kb.repo.Bytes, KeyDerivation: kb.repo.KeyDerivation, Maintenance: kb.maintenance, MaintenanceError: kb.maintenanceError}
 	if t := kb.repo.LastQuickMaintenance; !t.IsZero() {
 		res.LastQuickMaintenance = &t
 	}

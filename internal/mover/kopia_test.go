@@ -107,6 +107,10 @@ func TestKopiaBackupIsIncrementalEncryptedAndRestoresExactly(t *testing.T) {
 	if !first.Succeeded() || first.SnapshotID == "" || first.Files != 22 || first.RepositoryBytes < 20<<20 {
 		t.Fatalf("first backup = %+v", first)
 	}
+	if first.KeyDerivation != kopiarepo.KeyDerivationScrypt {
+		t.Errorf("a repository created without %s: key derivation %q, want kopia's default %q", EnvKopiaKeyDerivation,
+			first.KeyDerivation, kopiarepo.KeyDerivationScrypt)
+	}
 	if first.Maintenance != "" || first.LastFullMaintenance != nil || first.LastQuickMaintenance != nil || first.MaintenanceError != "" {
 		t.Errorf("a new repository's first maintenance is an interval away (nothing to collect yet), not in its first backup: %+v", first)
 	}
@@ -189,6 +193,36 @@ func TestKopiaWrongPasswordIsAPreciseReasonAndTouchesNothing(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(target, "keep")); err != nil {
 		t.Errorf("a failed restore touched the target: %v", err)
+	}
+}
+
+// KOPIA_KEY_DERIVATION chooses the key derivation of the repository the first backup creates,
+// and the result reports the repository's; a value kopia does not know is a configuration error
+// that touches nothing.
+func TestKopiaKeyDerivation(t *testing.T) {
+	src := t.TempDir()
+	randomFile(t, filepath.Join(src, "a"), 4096, 1)
+	e, _, s3 := kopiaSetup(t, src)
+	ctx := context.Background()
+
+	e[EnvKopiaKeyDerivation] = "argon2"
+	res := RunBackup(ctx, e.get, "test")
+	if res.Reason != ReasonInvalidConfig || !strings.Contains(res.Message, EnvKopiaKeyDerivation) {
+		t.Errorf("backup with an unknown key derivation = %+v, want %s naming %s", res, ReasonInvalidConfig, EnvKopiaKeyDerivation)
+	}
+	for o := range s3.ListObjects(ctx, "backups", minio.ListObjectsOptions{Prefix: "ns/app/", Recursive: true}) {
+		t.Fatalf("the refused backup wrote %s (%v)", o.Key, o.Err)
+	}
+
+	e[EnvKopiaKeyDerivation] = kopiarepo.KeyDerivationPBKDF2
+	if res := RunBackup(ctx, e.get, "test"); !res.Succeeded() || res.KeyDerivation != kopiarepo.KeyDerivationPBKDF2 {
+		t.Fatalf("backup creating a PBKDF2 repository = %+v", res)
+	}
+	e[EnvKopiaKeyDerivation] = kopiarepo.KeyDerivationScrypt
+	e[EnvKopiaCacheDir] = t.TempDir()
+	nextRun(e, "20261203T030000Z")
+	if res := RunBackup(ctx, e.get, "test"); !res.Succeeded() || res.KeyDerivation != kopiarepo.KeyDerivationPBKDF2 {
+		t.Errorf("a second backup asking for scrypt = %+v, want the repository's %s kept", res, kopiarepo.KeyDerivationPBKDF2)
 	}
 }
 

@@ -49,6 +49,9 @@ const (
 	EnvKopiaCacheDir = "KOPIA_CACHE_DIR"
 	// EnvKopiaCacheLimit bounds kopia's content and metadata caches, in bytes.
 	EnvKopiaCacheLimit = "KOPIA_CACHE_LIMIT_BYTES"
+	// EnvKopiaKeyDerivation is kopia's name of the password key derivation of a repository a
+	// backup creates (spec.kopia.keyDerivation); empty: kopia's default, scrypt.
+	EnvKopiaKeyDerivation = "KOPIA_KEY_DERIVATION"
 	// EnvProgressKey is where a running backup writes its Progress (JSON), about every
 	// ProgressEvery; the controller shows it in status.activeRun.progress.
 	EnvProgressKey = "BACKUP_PROGRESS_KEY"

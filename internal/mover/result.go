@@ -54,11 +54,12 @@ type Result struct {
 	Files      int64   `json:"files,omitempty"`
 
 	// Kopia engine only: the snapshot of the backup, the repository's size in the bucket after
-	// the run, and its maintenance (what ran after this backup, when each kind last ran, and an
-	// error that did not fail the backup).
+	// the run, its password key derivation, and its maintenance (what ran after this backup,
+	// when each kind last ran, and an error that did not fail the backup).
 	SnapshotID           string     `json:"snapshotID,omitempty"`
 	RepositoryBytes      int64      `json:"repositoryBytes,omitempty"`
-	Maintenance          string     `json:"maintenance,omitempty"` // "", "quick" or "full"
+	KeyDerivation        string     `json:"keyDerivation,omitempty"` // kopia's name, e.g. scrypt-65536-8-1
+	Maintenance          string     `json:"maintenance,omitempty"`   // "", "quick" or "full"
 	LastQuickMaintenance *time.Time `json:"lastQuickMaintenance,omitempty"`
 	LastFullMaintenance  *time.Time `json:"lastFullMaintenance,omitempty"`
 	MaintenanceError     string     `json:"maintenanceError,omitempty"`

@@ -19,6 +19,7 @@ const (
 )
 
 // PVCBackupSpec is the backup schedule the user asks for.
+// +kubebuilder:validation:XValidation:rule="!has(self.kopia) || !has(self.engine) || self.engine != 'Archive'",message="kopia options apply to the Kopia engine only: remove spec.kopia or set spec.engine to Kopia"
 // +kubebuilder:validation:XValidation:rule="!(has(self.timeZone) && (self.schedule.startsWith('CRON_TZ=') || self.schedule.startsWith('TZ=')))",message="set the time zone either in timeZone or as a CRON_TZ= prefix of schedule, not both"
 type PVCBackupSpec struct {
 	// PVCName is the PersistentVolumeClaim (in this namespace) to back up.
@@ -91,6 +92,12 @@ type PVCBackupSpec struct {
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Engine",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:select:Kopia","urn:alm:descriptor:com.tectonic.ui:select:Archive"},order=7
 	Engine BackupEngine `json:"engine,omitempty"`
+
+	// Kopia tunes the kopia repository (engine Kopia). It is set only with engine Kopia or
+	// empty: an archive has no repository.
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Kopia",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:advanced"},order=7
+	Kopia *KopiaOptions `json:"kopia,omitempty"`
 
 	// S3 is where and how to reach the bucket.
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="S3",order=6
@@ -242,6 +249,40 @@ const (
 	EngineArchive BackupEngine = "Archive"
 )
 
+// KopiaOptions tune the kopia repository of a PVCBackup.
+type KopiaOptions struct {
+	// KeyDerivation is how a new repository turns the password into its key; every mover run
+	// derives the key once. Scrypt (the default, kopia's own, scrypt-65536-8-1): memory-hard,
+	// about 0.3 to 0.6 s of CPU and 64 MiB per run. PBKDF2 (pbkdf2-sha256-600000, the iteration
+	// count OWASP recommends; FIPS 140 approved): about 0.1 s per run, but cheaper to guess on
+	// GPUs than scrypt, so use it with a long random password. It applies when the repository is
+	// created, by the first backup: an existing repository keeps its own, shown in
+	// status.repository.keyDerivation.
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Key Derivation",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:select:Scrypt","urn:alm:descriptor:com.tectonic.ui:select:PBKDF2"}
+	KeyDerivation KeyDerivation `json:"keyDerivation,omitempty"`
+}
+
+// KeyDerivation is a kopia repository's password key derivation (spec.kopia.keyDerivation).
+// The values are checked by a CEL rule, not an OpenAPI enum, as for DeletionPolicy.
+// +kubebuilder:validation:XValidation:rule="self in ['Scrypt', 'PBKDF2']",message="keyDerivation must be Scrypt or PBKDF2"
+type KeyDerivation string
+
+const (
+	// KeyDerivationScrypt is kopia's scrypt-65536-8-1, its default.
+	KeyDerivationScrypt KeyDerivation = "Scrypt"
+	// KeyDerivationPBKDF2 is kopia's pbkdf2-sha256-600000.
+	KeyDerivationPBKDF2 KeyDerivation = "PBKDF2"
+)
+
+// KeyDerivation of these options: Scrypt unless they say otherwise.
+func (k *KopiaOptions) KeyDerivationOrDefault() KeyDerivation {
+	if k == nil || k.KeyDerivation == "" {
+		return KeyDerivationScrypt
+	}
+	return k.KeyDerivation
+}
+
 // DefaultRepositoryPasswordKey is the key of the kopia repository password in the credentials
 // Secret: the variable the kopia CLI reads, so the Secret also serves `kopia repository connect`.
 const DefaultRepositoryPasswordKey = "KOPIA_PASSWORD"
@@ -354,6 +395,10 @@ const (
 type RepositoryStatus struct {
 	// Bytes the repository occupies in the bucket.
 	Bytes int64 `json:"bytes"`
+	// KeyDerivation the repository was created with: Scrypt or PBKDF2 (spec.kopia.keyDerivation),
+	// or kopia's name of another algorithm.
+	// +optional
+	KeyDerivation string `json:"keyDerivation,omitempty"`
 	// LastQuickMaintenance and LastFullMaintenance are the last successful maintenance runs.
 	// Maintenance runs in the backup Job after the backup (quick hourly, full daily, when due):
 	// the data of deleted snapshots leaves the bucket only through full maintenance, days later.
