@@ -253,7 +253,7 @@ const (
 type KopiaOptions struct {
 	// KeyDerivation is how a new repository turns the password into its key; every mover run
 	// derives the key once. Scrypt (the default, kopia's own, scrypt-65536-8-1): memory-hard,
-	// about 0.3 to 0.6 s of CPU and 64 MiB per run. PBKDF2 (pbkdf2-sha256-600000, the iteration
+	// about 0.2 to 0.6 s of CPU and 64 MiB per run. PBKDF2 (pbkdf2-sha256-600000, the iteration
 	// count OWASP recommends; FIPS 140 approved): about 0.1 s per run, but cheaper to guess on
 	// GPUs than scrypt, so use it with a long random password. It applies when the repository is
 	// created, by the first backup: an existing repository keeps its own, shown in
