@@ -24,7 +24,6 @@ func BenchmarkOpen(b *testing.B) {
 			if err := r.Close(ctx); err != nil {
 				b.Fatal(err)
 			}
-			b.ResetTimer()
 			for b.Loop() {
 				r, err := Open(ctx, cfg, testPassword, Options{CacheDir: b.TempDir()})
 				if err != nil {

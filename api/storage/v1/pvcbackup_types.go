@@ -275,14 +275,6 @@ const (
 	KeyDerivationPBKDF2 KeyDerivation = "PBKDF2"
 )
 
-// KeyDerivation of these options: Scrypt unless they say otherwise.
-func (k *KopiaOptions) KeyDerivationOrDefault() KeyDerivation {
-	if k == nil || k.KeyDerivation == "" {
-		return KeyDerivationScrypt
-	}
-	return k.KeyDerivation
-}
-
 // DefaultRepositoryPasswordKey is the key of the kopia repository password in the credentials
 // Secret: the variable the kopia CLI reads, so the Secret also serves `kopia repository connect`.
 const DefaultRepositoryPasswordKey = "KOPIA_PASSWORD"
