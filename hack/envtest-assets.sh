@@ -35,38 +35,11 @@ version_ldflags() {
 	echo "$flags"
 }
 
-# debs installs the Debian packages the tests run (apt-get; this project's machines reach Debian's
-# mirror), only those missing: redis-server for the replication stories and internal/redisadmin,
-# which run real redis-server processes.
-debs() {
-	local missing=() p
-	for p in "$@"; do
-		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
-	done
-	[ ${#missing[@]} -eq 0 ] && return 0
-	echo "envtest-assets: installing Debian packages: ${missing[*]}" >&2
-	local sudo=
-	[ "$(id -u)" -eq 0 ] || sudo=sudo
-	$sudo apt-get update -qq
-	# A policy-rc.d that says no keeps apt from starting redis-server as a service (the tests start
-	# their own); where the machine has none, one is put there for the install only.
-	local policy=
-	if [ ! -e /usr/sbin/policy-rc.d ]; then
-		policy=/usr/sbin/policy-rc.d
-		printf '#!/bin/sh\nexit 101\n' | $sudo tee $policy >/dev/null
-		$sudo chmod +x $policy
-	fi
-	local rc=0
-	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null || rc=$?
-	[ -z "$policy" ] || $sudo rm -f "$policy"
-	return $rc
-}
-
 build() {
 	local name=$1 dir pkg ldflags dest=$out
 	case $name in
 	redis-server)
-		debs redis-server
+		"$root/hack/debs.sh" redis-server
 		return ;;
 	kopia)
 		"$root/hack/tools/kopia/build.sh" "$root/bin/kopia"

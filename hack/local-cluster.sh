@@ -85,18 +85,9 @@ kubectl() { "$K8S_BIN/kubectl" "$@"; }
 
 # ---------------------------------------------------------------------------------------- build
 
-need_debs() {
-	local missing=() p
-	for p in "$@"; do
-		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
-	done
-	if [ ${#missing[@]} -gt 0 ]; then
-		log "installing Debian packages: ${missing[*]}"
-		apt-get update -qq
-		# policy-rc.d (where present) keeps apt from starting containerd as a service: we run our own.
-		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-	fi
-}
+# need_debs installs the Debian packages missing (hack/debs.sh: apt starts no containerd service;
+# we run our own).
+need_debs() { "$root/hack/debs.sh" "$@"; }
 
 # build_k8s builds the cluster binaries into bin/k8s: the same rules and ldflags as the envtest
 # binaries (hack/envtest-assets.sh), so one Go build cache serves both.

@@ -79,17 +79,7 @@ ociimage() {
 	"$out/.ociimage" "$@"
 }
 
-need_debs() {
-	local missing=()
-	for p in "$@"; do
-		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
-	done
-	if [ ${#missing[@]} -gt 0 ]; then
-		echo "images: installing ${missing[*]}" >&2
-		apt-get update -qq
-		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-	fi
-}
+need_debs() { "$root/hack/debs.sh" "$@"; }
 
 # closure prints -file flags for the binaries and every shared library they load (ldd), plus the
 # dynamic loader.
