@@ -58,7 +58,11 @@ build() {
 	echo "envtest-assets: building $name into $dest (first time only; a few minutes cold on 2 cores)" >&2
 	local start=$SECONDS
 	mkdir -p "$dest"
-	(cd "$dir" && CGO_ENABLED=0 go build -ldflags "$ldflags" -o "$dest/$name.tmp" "$pkg")
+	# -trimpath and cgo off as in make test (the Makefile's GO_ENV): the packages kube-apiserver,
+	# kubectl and MinIO share with the operator (k8s.io/api, client-go, grpc, ...; hack/tools/k8s
+	# and hack/tools/minio require the operator's versions of them, checked by
+	# hack/verify-module-versions.sh) compile once.
+	(cd "$dir" && CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$dest/$name.tmp" "$pkg")
 	mv "$dest/$name.tmp" "$dest/$name"
 	echo "envtest-assets: built $name in $((SECONDS - start))s" >&2
 }

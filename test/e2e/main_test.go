@@ -12,9 +12,12 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap/zapcore"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 )
 
 // settings is what the environment chooses; the defaults fit the cluster of hack/local-cluster.sh.
@@ -62,6 +65,10 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
+	// The API server's warnings (e.g. a deprecated version the OLM suite creates objects at) go
+	// through controller-runtime's logger: to stderr, instead of its "SetLogger was never called"
+	// stack dump.
+	log.SetLogger(zap.New(zap.UseDevMode(true), zap.Level(zapcore.InfoLevel)))
 	root, err := filepath.Abs("../..")
 	if err != nil {
 		panic(err)

@@ -70,7 +70,6 @@ func TestOLM(t *testing.T) {
 		run  func()
 	}{
 		{"install OLM v0.31.0: its CRDs server-side, then the olm and catalog operators", s.installOLM},
-		{"operator-sdk olm status: OLM's CRDs and operators reported installed", s.sdkOLMStatus},
 		{"publish a catalog holding 0.1.0 (bundle images by digest; opm serve in a pod, CatalogSource in olm)", func() { s.publish("0.1.0") }},
 		{"subscribe to stable (Manual, startingCSV 0.1.0), approve: bundle unpacked from its image, CRDs first, then the operator runs", s.install},
 		{"0.1.0 at work: a RedisCache with real Redis pods is Ready, a PVCBackup uploads to MinIO", s.workloads},
@@ -80,6 +79,8 @@ func TestOLM(t *testing.T) {
 		{"scorecard: the okgoes stage of releases/0.4.0 against the installed operator, one pod per test as operator-sdk scorecard runs it", s.scorecard},
 		{"operator-sdk scorecard (the real CLI v1.42.3) of the installed releases/0.4.0: basic, olm and okgoes suites, all 12 tests pass", s.sdkScorecard},
 		{"uninstall (Subscription and CSV deleted): operator gone, CRDs, custom resources and S3 backups kept", s.uninstall},
+		{"operator-sdk olm status: OLM's CRDs and operators reported installed", s.sdkOLMStatus},
+		{"operator-sdk bundle validate ./bundle --select-optional suite=operatorframework (OperatorHub's checks): no error, no warning", s.sdkBundleValidate},
 		{"operator-sdk run bundle <registry>/okgoes-operator-bundle:v0.2.0 --index-image <registry>/okgoes/opm:e2e: CRDs first, then the operator; a RedisCache at 0.2.0", s.sdkRunBundle},
 		{"operator-sdk run bundle-upgrade <registry>/okgoes-operator-bundle:v0.3.0: CRD ahead of the controller, conversion live, the 0.2.0 cache kept", s.sdkRunBundleUpgrade},
 		{"the cache deleted while the operator runs (its children go), then operator-sdk cleanup okgoes-operator: operator, catalog and CRDs removed", s.sdkCleanup},

@@ -6,8 +6,9 @@
 #
 #   hack/tools/operator-sdk/build.sh [operator-sdk|scorecard-test] [out]
 #
-#   operator-sdk     the CLI (cmd/operator-sdk), into bin/operator-sdk; `make test` runs `bundle
-#                    validate` with it (make bundle-validate)
+#   operator-sdk     the CLI (cmd/operator-sdk), into bin/operator-sdk: the OLM suite of make
+#                    test-e2e (olm status, bundle validate, scorecard, run bundle) and make
+#                    bundle-validate run it
 #   scorecard-test   the binary of the basic and olm scorecard tests (images/scorecard-test, the
 #                    entrypoint of quay.io/operator-framework/scorecard-test), into bin/scorecard-test
 #
