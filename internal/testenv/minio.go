@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -42,6 +43,27 @@ func StartMinIO(t testing.TB) *MinIO {
 	if _, err := os.Stat(bin); err != nil {
 		t.Fatalf("MinIO server not found at %s: run `make test` (or hack/envtest-assets.sh minio) to build it", bin)
 	}
+	// A free port is picked, closed and handed to MinIO: another process (a parallel test
+	// package's API server, etcd or MinIO) can take it in between. MinIO then exits at once
+	// saying so, and the start is retried on new ports.
+	for attempt := 1; ; attempt++ {
+		m, log, err := startMinIO(t, bin)
+		if err == nil {
+			return m
+		}
+		if !strings.Contains(log, portInUse) || attempt == 3 {
+			t.Fatalf("MinIO at %s: %v\n%s", m.Endpoint, err, log)
+		}
+		t.Logf("MinIO at %s: its port was taken meanwhile (%v); starting it again on other ports", m.Endpoint, err)
+	}
+}
+
+// portInUse is what MinIO logs when it exits because its address is taken.
+const portInUse = "port is already in use"
+
+// startMinIO starts one server and waits until it is live; on error it returns the server
+// (stopped) and its log.
+func startMinIO(t testing.TB, bin string) (*MinIO, string, error) {
 	m := &MinIO{Endpoint: freeAddr(t), AccessKey: "okgoes-" + randomHex(t, 4), SecretKey: randomHex(t, 16), dir: t.TempDir()}
 	m.cmd = exec.Command(bin, "server", "--quiet", "--address", m.Endpoint, "--console-address", freeAddr(t), filepath.Join(m.dir, "data"))
 	m.cmd.Env = append(os.Environ(), "MINIO_ROOT_USER="+m.AccessKey, "MINIO_ROOT_PASSWORD="+m.SecretKey,
@@ -60,10 +82,11 @@ func StartMinIO(t testing.TB) *MinIO {
 	go func() { _ = m.cmd.Wait(); close(m.exited) }()
 	t.Cleanup(m.Stop)
 	if err := m.waitLive(30 * time.Second); err != nil {
+		m.Stop()
 		log, _ := os.ReadFile(filepath.Join(m.dir, "minio.log"))
-		t.Fatalf("MinIO at %s: %v\n%s", m.Endpoint, err, log)
+		return m, string(log), err
 	}
-	return m
+	return m, "", nil
 }
 
 // waitLive polls the liveness endpoint, giving up early when the server exits (a bad flag or a
@@ -111,7 +134,9 @@ func (m *MinIO) Freeze() { _ = syscall.Kill(-m.cmd.Process.Pid, syscall.SIGSTOP)
 // Thaw resumes a frozen server.
 func (m *MinIO) Thaw() { _ = syscall.Kill(-m.cmd.Process.Pid, syscall.SIGCONT) }
 
-func freeAddr(t testing.TB) string {
+// freeAddr returns a loopback address with a port nothing listens on right now (a variable: the
+// test of the retry hands out a taken one).
+var freeAddr = func(t testing.TB) string {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -67,3 +67,35 @@ func TestMissingMinIOBinaryFailsWithTheFix(t *testing.T) {
 		t.Errorf("failure message %q does not say how to build the binary", f.msg)
 	}
 }
+
+// A port taken between freeAddr and MinIO's bind (by a parallel test package's server) makes
+// MinIO exit at once: StartMinIO starts it again on other ports instead of failing the test.
+func TestMinIOStartsAgainWhenItsPortWasTaken(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	pick := freeAddr
+	t.Cleanup(func() { freeAddr = pick })
+	calls := 0
+	freeAddr = func(t testing.TB) string {
+		calls++
+		if calls == 1 {
+			return taken.Addr().String() // the API address of the first attempt
+		}
+		return pick(t)
+	}
+	m := StartMinIO(t)
+	if m.Endpoint == taken.Addr().String() {
+		t.Fatalf("StartMinIO returned the server on the taken address %s", m.Endpoint)
+	}
+	if calls != 4 {
+		t.Errorf("freeAddr called %d times, want 4 (two addresses per attempt, two attempts)", calls)
+	}
+	resp, err := http.Get("http://" + m.Endpoint + "/minio/health/live")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+}
