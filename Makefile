@@ -76,8 +76,8 @@ verify-fmt: ## Fail when gofmt would change a file.
 # graph is compiled once into the build cache, not once per configuration (docs/testing.md). The
 # go commands the tests run inherit it (GOFLAGS). hack/bundle and scorecard, controller-gen and
 # kustomize (hack/tools/gen), kube-apiserver, kubectl and MinIO (hack/tools/k8s, hack/tools/minio,
-# hack/envtest-assets.sh) build the same way and hold the operator's versions of what they share with it (make
-# verify-module-versions).
+# hack/envtest-assets.sh) build the same way and hold the operator's versions of what they share
+# with it (make verify-module-versions).
 GO_ENV = CGO_ENABLED=0 GOFLAGS='-trimpath $(GOFLAGS)'
 GO_TEST_FLAGS ?= -vet=off -ldflags=-s\ -w
 
