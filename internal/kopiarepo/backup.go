@@ -50,7 +50,9 @@ const ProgressInterval = time.Second
 
 // BackupProgress counts the bytes of a running backup.
 type BackupProgress struct {
-	EstimatedBytes int64 // size of the files to back up, once a scan beside the upload knows it
+	// EstimatedBytes is the size of the files to back up: for an incremental backup, the size of
+	// the previous snapshot; for a first one, once a scan beside the upload knows it.
+	EstimatedBytes int64
 	HashedBytes    int64 // bytes read and hashed
 	CachedBytes    int64 // bytes of files unchanged since the previous snapshot, not read
 	UploadedBytes  int64 // bytes written to the bucket: new chunks, compressed and encrypted, packed
@@ -122,6 +124,8 @@ func (r *Repo) Backup(ctx context.Context, dir string, opts BackupOptions) (Snap
 		if err != nil {
 			return fmt.Errorf("previous snapshots of %s: %w", source, err)
 		}
+
+		prog.estimateFrom(previous)
 
 		u := upload.NewUploader(w)
 		u.DisableIgnoreRules = true
@@ -304,9 +308,29 @@ type progress struct {
 	reportMu                            sync.Mutex // one call of report at a time
 	estimated, hashed, cached, uploaded atomic.Int64
 	lastReport                          atomic.Int64 // unix nanoseconds
+	// estimatedFromPrevious: the estimate is the previous snapshot's size, and kopia scans
+	// nothing for it.
+	estimatedFromPrevious bool
 }
 
-func (p *progress) Enabled() bool { return p.report != nil }
+// Enabled tells kopia's uploader whether to scan the tree beside the upload to estimate its
+// size: only for a progress report, and only for a first backup. The scan lists every directory
+// and lstats every file a second time: in a CPU profile of the second backup of 200,000 files
+// after 1 % changed, it was a quarter of the backup's CPU (docs/benchmarks.md). An incremental
+// backup takes the previous snapshot's size as its estimate instead (estimateFrom).
+func (p *progress) Enabled() bool { return p.report != nil && !p.estimatedFromPrevious }
+
+// estimateFrom takes the size of the latest complete snapshot among previous (kopia's previous
+// manifests of the source) as the estimate, when there is one.
+func (p *progress) estimateFrom(previous []*snapshot.Manifest) {
+	for _, m := range previous {
+		if m.IncompleteReason == "" && m.RootEntry != nil && m.RootEntry.DirSummary != nil {
+			p.estimated.Store(m.RootEntry.DirSummary.TotalFileSize)
+			p.estimatedFromPrevious = true
+			return
+		}
+	}
+}
 
 func (p *progress) EstimatedDataSize(_, totalBytes int64) { p.estimated.Store(totalBytes) }
 

@@ -65,3 +65,39 @@ func TestSecondBackupUploadsOnlyWhatChanged(t *testing.T) {
 	}
 	assertSameTree(t, src, dst)
 }
+
+// An incremental backup's progress estimates the volume by the previous snapshot's size from
+// its first report on: kopia's scan of the tree beside the upload, which would report the
+// tree's current size, is left out (it doubled the lstat calls of a backup of many files).
+func TestIncrementalProgressEstimatesFromThePreviousSnapshot(t *testing.T) {
+	const fileSize = 1 << 20
+	b := newBucket(t)
+	r := openRepo(t, b.config("volumes/app"), testPassword)
+	ctx := testContext(t)
+	src := t.TempDir()
+	for i := range 4 {
+		writeFile(t, filepath.Join(src, fmt.Sprintf("file%d", i)), randomBytes(t, fileSize), 0o644)
+	}
+	first, err := r.Backup(ctx, src, BackupOptions{Source: "shop/app"})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	writeFile(t, filepath.Join(src, "new"), randomBytes(t, fileSize), 0o644)
+	var progress []BackupProgress
+	second, err := r.Backup(ctx, src, BackupOptions{Source: "shop/app", Progress: func(p BackupProgress) { progress = append(progress, p) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if second.TotalBytes != first.TotalBytes+fileSize {
+		t.Fatalf("second snapshot holds %d bytes, want %d", second.TotalBytes, first.TotalBytes+fileSize)
+	}
+	if len(progress) == 0 {
+		t.Fatal("no progress was reported")
+	}
+	for i, p := range progress {
+		if p.EstimatedBytes != first.TotalBytes {
+			t.Errorf("progress report %d estimates %d bytes, want the previous snapshot's %d", i, p.EstimatedBytes, first.TotalBytes)
+		}
+	}
+}

@@ -68,7 +68,7 @@ type Result struct {
 // Progress is what a running backup reports at EnvProgressKey.
 type Progress struct {
 	Time           time.Time `json:"time"`
-	EstimatedBytes int64     `json:"estimatedBytes,omitempty"` // size of the volume, once known
+	EstimatedBytes int64     `json:"estimatedBytes,omitempty"` // size of the volume: at the previous backup (kopia), or once scanned
 	HashedBytes    int64     `json:"hashedBytes"`              // read and hashed so far
 	CachedBytes    int64     `json:"cachedBytes,omitempty"`    // unchanged files not read again (kopia)
 	UploadedBytes  int64     `json:"uploadedBytes"`            // written to the bucket so far

@@ -409,7 +409,8 @@ type RepositoryStatus struct {
 type RunProgress struct {
 	// Time of the report (the mover reports about every 15 s).
 	Time metav1.Time `json:"time"`
-	// EstimatedBytes is the size of the volume, once the mover knows it.
+	// EstimatedBytes is the size of the volume's files: for an incremental kopia backup, their
+	// size at the previous backup; otherwise once the mover has scanned the volume.
 	// +optional
 	EstimatedBytes int64 `json:"estimatedBytes,omitempty"`
 	// HashedBytes were read and hashed; CachedBytes belong to files unchanged since the previous
