@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/kopia/kopia/fs"
-	"github.com/kopia/kopia/fs/localfs"
 	"github.com/kopia/kopia/repo"
 	"github.com/kopia/kopia/repo/compression"
 	"github.com/kopia/kopia/snapshot"
@@ -43,6 +42,9 @@ type BackupOptions struct {
 	// Progress, when set, is called at most once per ProgressInterval while the backup runs,
 	// and once at its end; never twice at the same time.
 	Progress func(BackupProgress)
+	// ReadAhead is the directory listed ahead (ReadAhead(dir)) while the repository was
+	// opened, or nil. Backup stops it when it starts reading, and takes what it listed.
+	ReadAhead *Listing
 }
 
 // ProgressInterval is the least time between two calls of BackupOptions.Progress.
@@ -85,7 +87,7 @@ func (r *Repo) Backup(ctx context.Context, dir string, opts BackupOptions) (Snap
 	if err != nil {
 		return SnapshotInfo{}, err
 	}
-	root, err := localfs.Directory(dir)
+	root, err := sourceDirectory(dir, opts.ReadAhead)
 	if err != nil {
 		return SnapshotInfo{}, fmt.Errorf("%w: %w", ErrSourceUnreadable, err)
 	}
@@ -135,6 +137,7 @@ func (r *Repo) Backup(ctx context.Context, dir string, opts BackupOptions) (Snap
 		stop := context.AfterFunc(ctx, u.Cancel)
 		defer stop()
 
+		opts.ReadAhead.Stop()
 		man, err = u.Upload(wctx, root, tree, si, previous...)
 		if err != nil {
 			return fmt.Errorf("upload %s: %w", dir, err)
@@ -169,6 +172,10 @@ func (r *Repo) Backup(ctx context.Context, dir string, opts BackupOptions) (Snap
 	prog.flush()
 	return info, nil
 }
+
+// sourceDirectory is the directory a backup reads (localtree.go); tests make snapshots through
+// kopia's localfs with it.
+var sourceDirectory = localDirectory
 
 // saveCanceled saves the incomplete snapshot of a canceled upload and returns cause.
 func saveCanceled(ctx context.Context, w repo.RepositoryWriter, man *snapshot.Manifest, cause error) error {

@@ -111,6 +111,9 @@ func BackupKopia(ctx context.Context, store KopiaStore, cfg objectstore.Config, 
 		return fail(reason, format+": %w", append(args, err)...)
 	}
 
+	// List the volume while the repository opens: the key derivation keeps one core busy.
+	ahead := kopiarepo.ReadAhead(job.SourceDir)
+	defer ahead.Stop()
 	r, err := openRepo(uctx, cfg, job.Kopia, false)
 	if err != nil {
 		return archive.Manifest{}, out, failed(err, ReasonStorageFailed, "open")
@@ -123,6 +126,7 @@ func BackupKopia(ctx context.Context, store KopiaStore, cfg objectstore.Config, 
 		Source:      source,
 		Description: "okgoes-operator backup " + job.ID,
 		Tags:        map[string]string{tagBackup: job.ID, tagManifest: job.ManifestKey},
+		ReadAhead:   ahead,
 		Progress: func(p kopiarepo.BackupProgress) {
 			act.touch(p.HashedBytes + p.CachedBytes + p.UploadedBytes)
 			reporter.report(Progress{EstimatedBytes: p.EstimatedBytes, HashedBytes: p.HashedBytes,
