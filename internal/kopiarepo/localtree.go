@@ -34,8 +34,9 @@ import (
 // localfs, and the next backup finds every unchanged file cached
 // (TestLocalTreeIsLocalfs, TestLocalfsSnapshotIsThePrevious).
 
-// readAheadEntries bounds the entries ReadAhead holds: about 100 bytes each, 25 MiB at most.
-const readAheadEntries = 1 << 18
+// readAheadEntries bounds the entries ReadAhead holds: about 100 bytes each, 25 MiB at most. A
+// directory with more entries than are left is not listed at all. A variable for tests.
+var readAheadEntries = 1 << 18
 
 // direntBufferBytes is the buffer a directory is read with (getdents64).
 const direntBufferBytes = 32 << 10
@@ -81,7 +82,7 @@ func (l *Listing) list(path string, budget *int) {
 	if l.stopped.Load() || *budget <= 0 {
 		return
 	}
-	dir, err := readDir(path, l)
+	dir, err := readDir(path, l, *budget)
 	if err != nil || l.stopped.Load() {
 		return
 	}
@@ -228,9 +229,13 @@ func childEntry(name, prefix string, st *unix.Stat_t, listing *Listing) (fs.Entr
 	}
 }
 
-// readDir lists the directory at path for l; it stops early (with what it read) when l is
-// stopped. Entries that vanish while it reads are left out, as localfs does.
-func readDir(path string, l *Listing) (listedDir, error) {
+// errOverBudget ends the listing of a directory with more entries than the listing may hold.
+var errOverBudget = errors.New("more entries than the listing may hold")
+
+// readDir lists the directory at path for l, up to limit entries (more is errOverBudget); it
+// stops early (with what it read) when l is stopped. Entries that vanish while it reads are
+// left out, as localfs does.
+func readDir(path string, l *Listing, limit int) (listedDir, error) {
 	it, err := openDirIterator(path, l)
 	if err != nil {
 		return listedDir{}, err
@@ -248,6 +253,9 @@ func readDir(path string, l *Listing) (listedDir, error) {
 		}
 		if e == nil {
 			break
+		}
+		if len(d.entries) == limit {
+			return listedDir{}, errOverBudget
 		}
 		d.entries = append(d.entries, e)
 	}

@@ -3,6 +3,7 @@ package kopiarepo
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -273,5 +274,37 @@ func TestLocalfsSnapshotIsThePrevious(t *testing.T) {
 	if last.HashedBytes != 0 || last.CachedBytes < first.TotalBytes || second.RootID != first.RootID {
 		t.Errorf("after a localfs snapshot of %d bytes (root %s): hashed %d, cached %d bytes, root %s; want none hashed, all cached, the same root",
 			first.TotalBytes, first.RootID, last.HashedBytes, last.CachedBytes, second.RootID)
+	}
+}
+
+// The listing holds at most readAheadEntries entries: a directory with more than are left is
+// not listed at all (never half), and the backup reads it from the volume.
+func TestReadAheadStopsAtItsBudget(t *testing.T) {
+	dir := t.TempDir()
+	for i := range 30 {
+		writeFile(t, filepath.Join(dir, "big", fmt.Sprintf("f%02d", i)), []byte{byte(i)}, 0o644)
+	}
+	writeFile(t, filepath.Join(dir, "small", "f"), []byte("x"), 0o644)
+	defer func(n int) { readAheadEntries = n }(readAheadEntries)
+	readAheadEntries = 20
+	ahead := ReadAhead(dir)
+	<-ahead.done
+	ahead.Stop()
+	ahead.mu.Lock()
+	_, root := ahead.dirs[dir]
+	_, big := ahead.dirs[filepath.Join(dir, "big")]
+	ahead.mu.Unlock()
+	if !root || big {
+		t.Errorf("listed: root %v, big/ (30 entries, 18 left) %v; want the root only", root, big)
+	}
+
+	b := newBucket(t)
+	r := openRepo(t, b.config("volumes/app"), testPassword)
+	snap, err := r.Backup(testContext(t), dir, BackupOptions{Source: "shop/app", ReadAhead: ahead})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if snap.Files != 31 {
+		t.Errorf("snapshot of %d files, want 31", snap.Files)
 	}
 }
