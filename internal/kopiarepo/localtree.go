@@ -97,13 +97,13 @@ func (l *Listing) list(path string, budget *int) {
 	}
 }
 
-// Stop ends the listing, and returns once it has ended. What was listed stays available.
+// Stop ends the listing at its next entry; it does not wait for it (a listing stuck in a system
+// call on a hung volume must not hold the backup, which then meets the same hang itself, under
+// the Job's deadline). What was listed stays available.
 func (l *Listing) Stop() {
-	if l == nil {
-		return
+	if l != nil {
+		l.stopped.Store(true)
 	}
-	l.stopped.Store(true)
-	<-l.done
 }
 
 // take returns the listed entries of the directory at path, if it was listed and has not
