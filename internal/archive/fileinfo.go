@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"syscall"
 	"time"
+
+	"github.com/okgoes/okgoes-operator/internal/statmode"
 )
 
 // openFile opens p for reading without following a final symlink or blocking on a FIFO, and,
@@ -59,30 +61,4 @@ func (fi *statInfo) IsDir() bool        { return fi.Mode().IsDir() }
 func (fi *statInfo) Sys() any           { return &fi.sys }
 
 // Mode converts the Unix mode bits as the os package does.
-func (fi *statInfo) Mode() fs.FileMode {
-	m := fs.FileMode(fi.sys.Mode & 0o777)
-	switch fi.sys.Mode & syscall.S_IFMT {
-	case syscall.S_IFBLK:
-		m |= fs.ModeDevice
-	case syscall.S_IFCHR:
-		m |= fs.ModeDevice | fs.ModeCharDevice
-	case syscall.S_IFDIR:
-		m |= fs.ModeDir
-	case syscall.S_IFIFO:
-		m |= fs.ModeNamedPipe
-	case syscall.S_IFLNK:
-		m |= fs.ModeSymlink
-	case syscall.S_IFSOCK:
-		m |= fs.ModeSocket
-	}
-	if fi.sys.Mode&syscall.S_ISGID != 0 {
-		m |= fs.ModeSetgid
-	}
-	if fi.sys.Mode&syscall.S_ISUID != 0 {
-		m |= fs.ModeSetuid
-	}
-	if fi.sys.Mode&syscall.S_ISVTX != 0 {
-		m |= fs.ModeSticky
-	}
-	return m
-}
+func (fi *statInfo) Mode() fs.FileMode { return statmode.FileMode(fi.sys.Mode) }

@@ -10,12 +10,13 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/kopia/kopia/fs"
 	"github.com/kopia/kopia/fs/localfs"
 	"golang.org/x/sys/unix"
+
+	"github.com/okgoes/okgoes-operator/internal/statmode"
 )
 
 // A backup reads the volume through the entries of this file rather than kopia's localfs, for
@@ -165,39 +166,10 @@ func newLocalEntry(name, prefix string, st *unix.Stat_t) localEntry {
 		prefix:     prefix,
 		size:       st.Size,
 		mtimeNanos: time.Unix(st.Mtim.Sec, st.Mtim.Nsec).UnixNano(),
-		mode:       fileMode(st.Mode),
+		mode:       statmode.FileMode(st.Mode),
 		owner:      fs.OwnerInfo{UserID: st.Uid, GroupID: st.Gid},
 		device:     fs.DeviceInfo{Dev: st.Dev, Rdev: st.Rdev},
 	}
-}
-
-// fileMode is os.Lstat's FileMode of a stat mode.
-func fileMode(m uint32) os.FileMode {
-	mode := os.FileMode(m & 0o777)
-	switch m & syscall.S_IFMT {
-	case syscall.S_IFBLK:
-		mode |= os.ModeDevice
-	case syscall.S_IFCHR:
-		mode |= os.ModeDevice | os.ModeCharDevice
-	case syscall.S_IFDIR:
-		mode |= os.ModeDir
-	case syscall.S_IFIFO:
-		mode |= os.ModeNamedPipe
-	case syscall.S_IFLNK:
-		mode |= os.ModeSymlink
-	case syscall.S_IFSOCK:
-		mode |= os.ModeSocket
-	}
-	if m&syscall.S_ISGID != 0 {
-		mode |= os.ModeSetgid
-	}
-	if m&syscall.S_ISUID != 0 {
-		mode |= os.ModeSetuid
-	}
-	if m&syscall.S_ISVTX != 0 {
-		mode |= os.ModeSticky
-	}
-	return mode
 }
 
 func (e *localEntry) Name() string                { return e.name }
