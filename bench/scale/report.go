@@ -70,10 +70,11 @@ func (r *report) print(w io.Writer) {
 		fmt.Fprintf(w, "Schedule lag of %d PVCBackups due at the same minute (all converged %.0f s before it; %d Jobs created): "+
 			"p50 %.2f s, p90 %.2f s, p99 %.2f s, max %.2f s. Per run start: %.2f API requests (%s), %.2f S3 calls (%s); "+
 			"the API server answered the manager's requests in %.0f ms on average. "+
-			"The floor: the harness alone created %d suspended Jobs, %d at a time, in %.2f s.\n\n",
+			"The floor: the harness alone created %d suspended Jobs, %d at a time, in %.2f s, "+
+			"and %d copies of the manager's mover Jobs in %.2f s.\n\n",
 			s.n, s.convergedBefore.Seconds(), s.created, s.p50.Seconds(), s.p90.Seconds(), s.p99.Seconds(), s.mx.Seconds(),
 			s.requests.PerObject, perObject(s.requests.ByVerbRes, s.n), float64(sum(s.s3))/float64(s.n), counts(s.s3),
-			float64(s.requests.MeanLatency)/float64(time.Millisecond), s.n, creators, s.floor.Seconds())
+			float64(s.requests.MeanLatency)/float64(time.Millisecond), s.n, creators, s.floor.Seconds(), s.created, s.moverFloor.Seconds())
 	}
 	if x := r.foreign; x.n > 0 {
 		fmt.Fprintf(w, "%d unrelated ConfigMaps (1 KiB each): manager RSS %s → %s (%+.0f %%), heap in use %s → %s; manager requests meanwhile: %d.\n",

@@ -116,6 +116,13 @@ func TestPVCsAreCachedAsMetadataOnly(t *testing.T) {
 		}
 		return false, err
 	})
+	// The Job's creation wakes the reconcile that records the run (else only the 30 s safety net
+	// would).
+	waitFor(t, "the run recorded", func() (bool, error) {
+		got := &storagev1.PVCBackup{}
+		err := k8s.Get(testCtx, client.ObjectKeyFromObject(pb), got)
+		return err == nil && got.Status.ActiveRun != nil && got.Status.ActiveRun.ID == job.Labels[labelRun], err
+	})
 	// The run fails (the test plays the Job controller); its Job is removed once that is recorded.
 	w.finishJob(job, false)
 	waitFor(t, "the finished run's Job removed", func() (bool, error) {

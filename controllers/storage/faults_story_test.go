@@ -30,7 +30,7 @@ import (
 // the PVCBackup and PVCRestore controllers. Each fails without the fix it is named after.
 
 // moverPod writes the pod of a mover Job in phase with the mover container in state, as the
-// kubelet reports it.
+// kubelet reports it, and the Job status that counts it, as the Job controller writes it.
 func (w *world) moverPod(job *batchv1.Job, phase corev1.PodPhase, state corev1.ContainerState) {
 	w.t.Helper()
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: job.Namespace, Name: job.Name + "-abcde",
@@ -39,6 +39,19 @@ func (w *world) moverPod(job *batchv1.Job, phase corev1.PodPhase, state corev1.C
 	pod.Status.Phase = phase
 	pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: moverContainer, Image: job.Spec.Template.Spec.Containers[0].Image, State: state}}
 	w.must(k8s.Status().Update(testCtx, pod))
+	if job.Status.StartTime == nil {
+		start := metav1.Now()
+		job.Status.StartTime = &start
+	}
+	switch phase {
+	case corev1.PodFailed:
+		job.Status.Failed++
+	case corev1.PodSucceeded:
+		job.Status.Succeeded++
+	default:
+		job.Status.Active++
+	}
+	w.must(k8s.Status().Update(testCtx, job))
 }
 
 func (w *world) putObject(key string, data []byte) {
@@ -405,7 +418,8 @@ func TestFailedJobsAreNamedPrecisely(t *testing.T) {
 	}
 }
 
-// When one run ends and the next starts in the same reconcile, both events are emitted.
+// When one run ends with the next already due, the end is recorded and the next run starts a
+// second later: both events are emitted.
 func TestBackupStartedIsEmittedWhenRunsFollowEachOther(t *testing.T) {
 	w := newWorld(t)
 	events := newAPIEvents(t, w.ns)
@@ -423,6 +437,11 @@ func TestBackupStartedIsEmittedWhenRunsFollowEachOther(t *testing.T) {
 	w.finishJob(job, true)
 	w.clock.Set(first.Add(time.Hour + time.Minute)) // the next tick is due when the run is recorded
 	w.reconcile(pb)
+	if pb.Status.ActiveRun != nil || pb.Status.LastRun == nil {
+		t.Fatalf("want the end recorded first: last %+v, active %+v", pb.Status.LastRun, pb.Status.ActiveRun)
+	}
+	w.clock.Set(first.Add(time.Hour + time.Minute + time.Second))
+	w.reconcile(pb) // a second later: the next run starts
 	if pb.Status.ActiveRun == nil || pb.Status.LastRun == nil {
 		t.Fatalf("want a finished and a new run: last %+v, active %+v", pb.Status.LastRun, pb.Status.ActiveRun)
 	}

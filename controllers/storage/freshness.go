@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -38,16 +40,64 @@ func ensureFresh(ctx context.Context, reader client.Reader, obj client.Object) e
 
 // ensureFresh is ensureFresh for the PVCBackup of s, at most once per reconcile: the run's
 // objects are created only from a current copy, and a run that creates nothing (most reconciles
-// of an active run: a poll, a Job status change) reads nothing uncached.
+// of an active run: a poll, a Job status change) reads nothing uncached. A copy whose
+// resourceVersion is the one the reconciler itself last wrote or read uncached needs no read
+// (r.seen).
 func (r *PVCBackupReconciler) ensureFresh(ctx context.Context, s *scope) error {
-	if s.checkedFresh {
+	if s.checkedFresh || r.seen.current(s.backup) {
+		s.checkedFresh = true
 		return nil
 	}
 	if err := ensureFresh(ctx, r.APIReader, s.backup); err != nil {
 		return err
 	}
+	r.seen.record(s.backup)
 	s.checkedFresh = true
 	return nil
+}
+
+// seenVersions remembers, per object, the resourceVersion this process last got from the API
+// server itself: the answer to its own write, or to an uncached read. A cached copy with that
+// resourceVersion holds every write made up to then, including the reconciler's own (the end
+// of a run recorded, whose Job is then deleted): that is what ensureFresh proves with a read, and
+// the read is saved when the PVCBackup was not written since. Only writes by others that the cache
+// has not delivered yet (a user's spec change in the milliseconds before a tick) can be missed,
+// as by any controller that acts on its cache (a CronJob): the run then starts on the spec the
+// cache held. When many runs are due in the same minute, this saves the API server one read per
+// run start (issue 13). The zero value is ready to use.
+type seenVersions struct {
+	mu       sync.Mutex
+	versions map[types.NamespacedName]seenVersion
+}
+
+type seenVersion struct {
+	uid             types.UID
+	resourceVersion string
+}
+
+// record remembers obj's resourceVersion as the API server's current one.
+func (v *seenVersions) record(obj client.Object) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.versions == nil {
+		v.versions = map[types.NamespacedName]seenVersion{}
+	}
+	v.versions[client.ObjectKeyFromObject(obj)] = seenVersion{obj.GetUID(), obj.GetResourceVersion()}
+}
+
+// current tells whether obj has the resourceVersion recorded for it.
+func (v *seenVersions) current(obj client.Object) bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	seen, ok := v.versions[client.ObjectKeyFromObject(obj)]
+	return ok && seen.uid == obj.GetUID() && seen.resourceVersion == obj.GetResourceVersion()
+}
+
+// forget drops what was recorded for the object named key (it is gone).
+func (v *seenVersions) forget(key types.NamespacedName) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	delete(v.versions, key)
 }
 
 // staleCacheRetry is a safety net: the watch event for the newer copy normally comes first.

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
 	batchv1 "k8s.io/api/batch/v1"
@@ -89,6 +90,8 @@ func (w *world) create(pb *storagev1.PVCBackup) {
 	w.clock.Set(pb.CreationTimestamp.Time)
 }
 
+// reconcile reconciles pb as the manager does: once, and once more when that reconcile started a
+// run (the create event of the run's first object wakes the reconcile that records the run).
 func (w *world) reconcile(pb *storagev1.PVCBackup) ctrl.Result {
 	w.t.Helper()
 	res, err := w.r.Reconcile(testCtx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(pb)})
@@ -96,7 +99,46 @@ func (w *world) reconcile(pb *storagev1.PVCBackup) ctrl.Result {
 		w.t.Fatalf("reconcile: %v", err)
 	}
 	w.must(k8s.Get(testCtx, client.ObjectKeyFromObject(pb), pb))
+	if w.startedUnrecorded(pb) {
+		if res, err = w.r.Reconcile(testCtx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(pb)}); err != nil {
+			w.t.Fatalf("reconcile after the run's start: %v", err)
+		}
+		w.must(k8s.Get(testCtx, client.ObjectKeyFromObject(pb), pb))
+	}
 	return res
+}
+
+// startedUnrecorded tells whether pb has no active run but a run's first object (a Job or
+// VolumeSnapshot with the run annotations) whose run its status does not record.
+func (w *world) startedUnrecorded(pb *storagev1.PVCBackup) bool {
+	w.t.Helper()
+	if pb.Status.ActiveRun != nil {
+		return false
+	}
+	var objs []client.Object
+	jobs := &batchv1.JobList{}
+	w.must(k8s.List(testCtx, jobs, client.InNamespace(pb.Namespace), client.MatchingLabels{labelBackup: pb.Name}))
+	for i := range jobs.Items {
+		objs = append(objs, &jobs.Items[i])
+	}
+	snaps := &snapshotv1.VolumeSnapshotList{}
+	w.must(k8s.List(testCtx, snaps, client.InNamespace(pb.Namespace), client.MatchingLabels{labelBackup: pb.Name}))
+	for i := range snaps.Items {
+		objs = append(objs, &snaps.Items[i])
+	}
+	for _, o := range objs {
+		if _, first := o.GetAnnotations()[annotationScheduledTime]; !first || !o.GetDeletionTimestamp().IsZero() {
+			continue
+		}
+		recorded := false
+		for _, h := range pb.Status.History {
+			recorded = recorded || h.ID == o.GetLabels()[labelRun]
+		}
+		if !recorded {
+			return true
+		}
+	}
+	return false
 }
 
 func (w *world) job(pb *storagev1.PVCBackup) *batchv1.Job {
@@ -169,8 +211,11 @@ func (w *world) finishPod(job *batchv1.Job, res mover.Result) {
 func (w *world) finishJob(job *batchv1.Job, succeeded bool) {
 	w.t.Helper()
 	now := metav1.Now()
-	start := metav1.NewTime(now.Add(-time.Second))
-	job.Status.StartTime = &start
+	if job.Status.StartTime == nil {
+		start := metav1.NewTime(now.Add(-time.Second))
+		job.Status.StartTime = &start
+	}
+	job.Status.Active = 0
 	if succeeded {
 		job.Status.Succeeded = 1
 		job.Status.CompletionTime = &now
@@ -267,6 +312,13 @@ func (w *world) scheduledRun(pb *storagev1.PVCBackup, first time.Time, i int, di
 	w.t.Helper()
 	w.clock.Set(first.Add(time.Duration(i)*time.Hour + time.Minute))
 	w.reconcile(pb)
+	if pb.Status.ActiveRun == nil {
+		var names []string
+		for _, j := range w.jobs() {
+			names = append(names, j.Name)
+		}
+		w.t.Fatalf("run %d did not start: Jobs %v, status %+v", i, names, pb.Status)
+	}
 	job := w.job(pb)
 	if res := w.runMover(job, dir); !res.Succeeded() {
 		w.t.Fatalf("run %d: %+v", i, res)

@@ -63,9 +63,13 @@ func (st moverJobState) requeue(now time.Time, poll time.Duration) time.Duration
 // jobState reads a mover Job of a run that started at start and may last deadlineSeconds.
 func (d Deps) jobState(ctx context.Context, job *batchv1.Job, start, now time.Time, deadlineSeconds int64) moverJobState {
 	st := moverJobState{deadline: start.Add(time.Duration(deadlineSeconds) * time.Second)}
-	if ptr.Deref(job.Status.Ready, 0) > 0 && !jobEnded(job) && !now.After(st.deadline.Add(deadlineGrace)) {
-		// Its mover pod runs: the pods hold no report yet and no reason to wait, so they are not
-		// listed (uncached) at every poll of a running backup.
+	running := ptr.Deref(job.Status.Ready, 0) > 0
+	noPodYet := job.Status.Active+job.Status.Failed+job.Status.Succeeded == 0
+	if (running || noPodYet) && !jobEnded(job) && !now.After(st.deadline.Add(deadlineGrace)) {
+		// A running mover pod holds no report yet and no reason to wait, and a Job whose pods the
+		// Job controller has not counted yet (a run that just started) has none to read: the pods
+		// are not listed (uncached) at every poll of a running backup, nor at each of the many
+		// run starts of one minute (issue 13).
 		return st
 	}
 	pods := &corev1.PodList{}

@@ -22,9 +22,10 @@ func (c *podListCounter) List(_ context.Context, _ client.ObjectList, _ ...clien
 	return nil
 }
 
-// The poll of a running backup lists no pods: a ready mover pod has nothing to report yet. A Job
-// with no ready pod (why does it wait?) or an ended one (the mover's report) still has its pods
-// read.
+// The poll of a running backup lists no pods: a ready mover pod has nothing to report yet, and a
+// Job for which the Job controller counts no pod at all has none to read (the reconcile right
+// after a run starts: issue 13). A Job with a pod that is not ready (why does it wait?), a failed
+// pod, or an ended Job (the mover's report) still has its pods read.
 func TestARunningMoverIsFollowedWithoutListingPods(t *testing.T) {
 	start := time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC)
 	done := batchv1.JobCondition{Type: batchv1.JobComplete, Status: corev1.ConditionTrue}
@@ -35,6 +36,9 @@ func TestARunningMoverIsFollowedWithoutListingPods(t *testing.T) {
 		wantLists int
 	}{
 		{"mover pod ready", batchv1.JobStatus{Ready: ptr.To[int32](1), Active: 1}, start.Add(time.Minute), 0},
+		{"no pod yet", batchv1.JobStatus{}, start.Add(time.Second), 0},
+		{"no pod yet, past its deadline", batchv1.JobStatus{}, start.Add(time.Hour), 1},
+		{"a pod failed, the Job goes on", batchv1.JobStatus{Ready: ptr.To[int32](0), Failed: 1}, start.Add(time.Minute), 1},
 		{"no pod ready yet", batchv1.JobStatus{Ready: ptr.To[int32](0), Active: 1}, start.Add(time.Minute), 1},
 		{"complete", batchv1.JobStatus{Ready: ptr.To[int32](1), Conditions: []batchv1.JobCondition{done}}, start.Add(time.Minute), 1},
 		{"past its deadline", batchv1.JobStatus{Ready: ptr.To[int32](1), Active: 1}, start.Add(time.Hour), 1},

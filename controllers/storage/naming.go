@@ -17,6 +17,32 @@ const (
 	labelRun    = "storage.okgoes.com/run"
 )
 
+// Annotations on the first object of a run (its Job, or its VolumeSnapshot): what the status
+// records of the run when it starts. A run is started before it is recorded (reconcileNextRun);
+// the reconcile that records it reads them back (adoptStartedRun).
+const (
+	annotationScheduledTime = "storage.okgoes.com/scheduled-time"
+	annotationStartTime     = "storage.okgoes.com/start-time"
+	annotationEngine        = "storage.okgoes.com/engine"
+	// annotationManualTrigger is spec.trigger.manual of a manual run.
+	annotationManualTrigger = "storage.okgoes.com/manual-trigger"
+)
+
+// runAnnotations are the annotations of a run's first object.
+func runAnnotations(pb *storagev1.PVCBackup, run *storagev1.ActiveRun) map[string]string {
+	a := map[string]string{
+		annotationScheduledTime: run.ScheduledTime.UTC().Format(time.RFC3339),
+		annotationStartTime:     run.StartTime.UTC().Format(time.RFC3339),
+	}
+	if run.Engine != "" {
+		a[annotationEngine] = string(run.Engine)
+	}
+	if run.Manual && pb.Spec.Trigger != nil {
+		a[annotationManualTrigger] = pb.Spec.Trigger.Manual
+	}
+	return a
+}
+
 // runID names one run after the time it stands for. It is deterministic, so a reconcile that
 // crashed after creating a run's Job finds that Job again instead of creating a second one.
 func runID(scheduled time.Time, manual bool) string {

@@ -102,6 +102,9 @@ type PVCBackupReconciler struct {
 	Deps
 	// SnapshotsAvailable is true when the cluster serves snapshot.storage.k8s.io/v1.
 	SnapshotsAvailable bool
+	// seen is the resourceVersion of each PVCBackup that the reconciler last wrote or read
+	// uncached (ensureFresh).
+	seen seenVersions
 }
 
 // scope is what the phases of one reconcile share.
@@ -112,11 +115,10 @@ type scope struct {
 	// the credentials Secret said about the kopia password (nil: it has one).
 	store       ObjectStore
 	passwordErr error
-	// base is the status as last read or written in this reconcile: what the status patch is
-	// computed against (recordRunStart writes one before the end of the reconcile).
+	// base is the status as read at the start of this reconcile: what the status patch is
+	// computed against.
 	base *storagev1.PVCBackup
-	// checkedFresh is set once the PVCBackup was found current in this reconcile: by ensureFresh,
-	// or by recordRunStart's locked write.
+	// checkedFresh is set once ensureFresh found the PVCBackup current in this reconcile.
 	checkedFresh bool
 	// engine is the engine of the next run, when this reconcile resolved it.
 	engine storagev1.BackupEngine
@@ -153,6 +155,7 @@ func (r *PVCBackupReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	if err := r.Get(ctx, req.NamespacedName, pb); err != nil {
 		if apierrors.IsNotFound(err) {
 			forgetMetrics(req.Namespace, req.Name)
+			r.seen.forget(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
@@ -174,15 +177,17 @@ func (r *PVCBackupReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 
 	err := phase.Run(ctx, s,
 		r.reconcileSchedule,
-		r.reconcileFinishedRuns,
+		r.reconcileRunObjects,
 		r.reconcileActiveRun,
 		r.reconcileNextRun,
 	)
 	switch {
 	case errors.Is(err, errStaleCache):
 		return ctrl.Result{RequeueAfter: staleCacheRetry}, nil
-	case errors.Is(err, errRunNotRecorded):
-		return ctrl.Result{}, err // nothing written, nothing created: try again with backoff
+	case errors.Is(err, errRunStarted):
+		// The create event of the run's first object wakes the reconcile that records the run;
+		// this requeue is only the safety net.
+		return ctrl.Result{RequeueAfter: runPollInterval}, nil
 	}
 	computeStatus(pb, s, err)
 	res, err := errclass.Result(err, s.requeue)
@@ -191,8 +196,8 @@ func (r *PVCBackupReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	switch {
 	case perr == nil && s.finished != nil:
 		observeFinishedRun(pb, s)
-		// The outcome is saved: come back soon to remove the run's objects (reconcileFinishedRuns);
-		// a status write wakes no reconcile.
+		// The outcome is saved: come back soon to remove the run's objects (reconcileRunObjects)
+		// and start the next run if one is due; a status write wakes no reconcile.
 		res = shorter(res, time.Second)
 	case apierrors.IsConflict(perr):
 		return ctrl.Result{RequeueAfter: staleCacheRetry}, nil // a stale copy: its newer one is on its way
@@ -271,7 +276,9 @@ func (r *PVCBackupReconciler) reconcileActiveRun(ctx context.Context, s *scope) 
 	case !out.finished:
 		s.stage, s.stageMessage = out.stage(ReasonUploading, "backup "+run.ID)
 		s.requeue = min(s.requeue, out.requeue(s.now, runPollInterval))
-		r.readProgress(ctx, s)
+		if job.Status.Active > 0 { // only a mover that runs writes progress
+			r.readProgress(ctx, s)
+		}
 		return nil
 	case out.failed:
 		return r.finishRun(ctx, s, storagev1.RunStatus{Result: storagev1.RunFailed, Reason: out.reason, Message: out.message})
@@ -341,7 +348,7 @@ func (r *PVCBackupReconciler) reconcileVerify(ctx context.Context, s *scope) (ve
 }
 
 // finishRun records the end of the active run. Its Job and temporary objects stay until that
-// record is saved (reconcileFinishedRuns removes them in a later reconcile): were they deleted
+// record is saved (reconcileRunObjects removes them in a later reconcile): were they deleted
 // first and the status write then failed, the next reconcile would find no Job and run again.
 // What the bucket needs (housekeeping) is idempotent and done now.
 func (r *PVCBackupReconciler) finishRun(ctx context.Context, s *scope, rec storagev1.RunStatus) error {
@@ -373,11 +380,14 @@ func (r *PVCBackupReconciler) finishRun(ctx context.Context, s *scope, rec stora
 	return nil
 }
 
-// reconcileFinishedRuns deletes the Jobs, snapshots and temporary PVCs of runs whose outcome is
-// recorded in status.history (found by their run label, from the cache). The objects of the
-// active run, and of a run the status does not record yet (a stale cache, or a status write
+// reconcileRunObjects looks at the Jobs, snapshots and temporary PVCs of the PVCBackup's runs
+// (found by their run label, from the cache). Those of runs whose outcome status.history records
+// are deleted. A run that was started but that the status does not record yet becomes the
+// active run (adoptStartedRun): the reconcile that starts a run records nothing
+// (reconcileNextRun), and a manager may also have stopped in between. The objects of the active
+// run, and of a run whose end the status does not record yet (a stale cache, or a status write
 // that failed), are kept.
-func (r *PVCBackupReconciler) reconcileFinishedRuns(ctx context.Context, s *scope) error {
+func (r *PVCBackupReconciler) reconcileRunObjects(ctx context.Context, s *scope) error {
 	pb := s.backup
 	recorded := func(id string) bool {
 		if run := pb.Status.ActiveRun; run != nil && run.ID == id {
@@ -401,6 +411,7 @@ func (r *PVCBackupReconciler) reconcileFinishedRuns(ctx context.Context, s *scop
 	if r.SnapshotsAvailable {
 		lists = append(lists, runObjects{"VolumeSnapshot", &snapshotv1.VolumeSnapshotList{}})
 	}
+	var started client.Object // the first object of a run the status does not record
 	for _, l := range lists {
 		kind, list := l.kind, l.list
 		if err := r.List(ctx, list, client.InNamespace(pb.Namespace), sel); err != nil {
@@ -408,7 +419,14 @@ func (r *PVCBackupReconciler) reconcileFinishedRuns(ctx context.Context, s *scop
 		}
 		err := meta.EachListItem(list, func(o runtime.Object) error {
 			obj := o.(client.Object)
-			if !metav1.IsControlledBy(obj, pb) || !recorded(obj.GetLabels()[labelRun]) || !obj.GetDeletionTimestamp().IsZero() {
+			if !metav1.IsControlledBy(obj, pb) || !obj.GetDeletionTimestamp().IsZero() {
+				return nil
+			}
+			if id := obj.GetLabels()[labelRun]; !recorded(id) {
+				_, first := obj.GetAnnotations()[annotationScheduledTime]
+				if first && pb.Status.ActiveRun == nil && (started == nil || id > started.GetLabels()[labelRun]) {
+					started = obj
+				}
 				return nil
 			}
 			err := r.Delete(ctx, obj, client.PropagationPolicy(metav1.DeletePropagationBackground))
@@ -421,7 +439,49 @@ func (r *PVCBackupReconciler) reconcileFinishedRuns(ctx context.Context, s *scop
 			return err
 		}
 	}
+	if started != nil {
+		adoptStartedRun(s, started)
+	}
 	return nil
+}
+
+// adoptStartedRun records the run whose first object is obj as the active run, with what the
+// reconcile that started it would have recorded: the run from the object's annotations (its
+// start by the reconciler's clock), and the schedule's bookkeeping (the tick handled, the ticks missed
+// before it) or the manual trigger handled. The status patch at the end of the reconcile saves
+// it; reconcileActiveRun follows the run in the same reconcile.
+func adoptStartedRun(s *scope, obj client.Object) {
+	pb, a := s.backup, obj.GetAnnotations()
+	scheduled, err := time.Parse(time.RFC3339, a[annotationScheduledTime])
+	if err != nil {
+		return // not written by the operator: left alone
+	}
+	started, err := time.Parse(time.RFC3339, a[annotationStartTime])
+	if err != nil {
+		return
+	}
+	trigger, manual := a[annotationManualTrigger]
+	run := &storagev1.ActiveRun{ID: obj.GetLabels()[labelRun], ScheduledTime: metav1.NewTime(scheduled),
+		StartTime: metav1.NewTime(started), Manual: manual, Engine: storagev1.BackupEngine(a[annotationEngine])}
+	if run.ID != runID(scheduled, manual) {
+		return
+	}
+	pb.Status.ActiveRun = run
+	if s.engine == "" {
+		s.engine = run.Engine // status.engine, as the reconcile that started the run resolved it
+	}
+	if manual {
+		pb.Status.LastManualTrigger = trigger
+		return
+	}
+	in := schedule.Input{Schedule: s.schedule, Created: pb.CreationTimestamp.Time, Now: scheduled}
+	if last := pb.Status.LastScheduleTime; last != nil {
+		in.LastScheduled = ptr.To(last.Time)
+	}
+	if d := schedule.Decide(in); d.Handled != nil {
+		pb.Status.MissedSchedules += int64(d.Missed)
+		pb.Status.LastScheduleTime = ptr.To(metav1.NewTime(*d.Handled))
+	}
 }
 
 // reconcileNextRun starts a run when one is due, or counts the ticks that cannot run.
@@ -439,6 +499,12 @@ func (r *PVCBackupReconciler) reconcileNextRun(ctx context.Context, s *scope) er
 	d := schedule.Decide(in)
 	s.next = d.Next
 	s.requeue = min(s.requeue, schedule.RequeueAfter(d, s.now))
+	if s.finished != nil {
+		// A run ended in this reconcile: its record is written first, and the next reconcile (a
+		// second later) decides the next run. A run start writes no status (errRunStarted), and
+		// would drop that record.
+		return nil
+	}
 	manual := pb.Spec.Trigger != nil && pb.Status.ActiveRun == nil &&
 		schedule.ManualDue(pb.Spec.Trigger.Manual, pb.Status.LastManualTrigger)
 	start := pb.Status.ActiveRun == nil && (d.Run != nil || manual)
@@ -473,45 +539,22 @@ func (r *PVCBackupReconciler) reconcileNextRun(ctx context.Context, s *scope) er
 	run.ID = runID(run.ScheduledTime.Time, run.Manual)
 	run.Engine = s.engine // resolved by checkDependencies, as a run is due
 	pb.Status.ActiveRun = run
-	if err := r.recordRunStart(ctx, s); err != nil {
+	// Start the run: create its Job, or its snapshot, from a current copy (ensureFresh). A
+	// failure is reported as for any run (the run is recorded, the next reconcile creates again).
+	if err := r.reconcileActiveRun(ctx, s); err != nil {
 		return err
 	}
-	// Create the snapshot or Job right away; the next reconcile follows it.
-	return r.reconcileActiveRun(ctx, s)
+	return errRunStarted
 }
 
-// errRunNotRecorded ends a reconcile whose recordRunStart failed for another reason than a stale
-// copy: nothing of the run was written or created, and the reconcile is retried with backoff.
-var errRunNotRecorded = errors.New("the start of the run could not be recorded")
-
-// recordRunStart writes the status holding the new active run before any object of the run is
-// created. The write is locked on the resourceVersion of the copy the run was decided from, so
-// it succeeds only if that copy was the API server's current one: the proof ensureFresh buys
-// with a GET, here for free, when a whole schedule's runs start in the same minute (issue 13:
-// a run start is two requests, this patch and the Job's create). It also means that a run's
-// objects exist only for a run its status records: a spec change racing the tick either comes
-// first (Conflict: nothing is created, the next reconcile decides on the new spec) or finds the
-// run started. The status written is the one the reconcile ends with once the run's Job or
-// snapshot is created, so that its end writes nothing more.
-func (r *PVCBackupReconciler) recordRunStart(ctx context.Context, s *scope) error {
-	pb := s.backup
-	s.stage = ReasonUploading
-	if pb.Spec.Snapshot != nil {
-		s.stage = ReasonSnapshotPending
-	}
-	computeStatus(pb, s, nil)
-	observeMetrics(pb, s)
-	err := r.Status().Patch(ctx, pb, client.MergeFromWithOptions(s.base, client.MergeFromWithOptimisticLock{}))
-	switch {
-	case apierrors.IsConflict(err), apierrors.IsNotFound(err):
-		return errStaleCache // a newer copy is on its way, or the PVCBackup is gone
-	case err != nil:
-		return fmt.Errorf("%w: patch status: %w", errRunNotRecorded, err)
-	}
-	s.base = pb.DeepCopy()
-	s.checkedFresh = true
-	return nil
-}
+// errRunStarted ends the reconcile that started a run: it writes no status. The run's first
+// object (Job or snapshot) carries what the status is to record of the run (runAnnotations), and
+// its create event wakes the reconcile that records it (reconcileRunObjects). So when many runs
+// are due in the same minute, each start costs the API server one request, the create, and the
+// runs are recorded once all have started (issue 13: 1,000 runs due the same minute). The create
+// is idempotent (the run's objects are named after the run) and made from a copy proved current
+// (ensureFresh): a run recorded as finished, whose Job is gone, is never started again.
+var errRunStarted = errors.New("the run was started; the reconcile its first object wakes records it")
 
 // patchStatus writes the status computed in this reconcile, once, skipped when unchanged.
 func (r *PVCBackupReconciler) patchStatus(ctx context.Context, base, pb *storagev1.PVCBackup) error {
@@ -527,6 +570,7 @@ func (r *PVCBackupReconciler) patchStatus(ctx context.Context, base, pb *storage
 	if err != nil {
 		return fmt.Errorf("patch status: %w", err)
 	}
+	r.seen.record(pb)
 	return nil
 }
 

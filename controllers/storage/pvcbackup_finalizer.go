@@ -27,7 +27,11 @@ func (r *PVCBackupReconciler) reconcileFinalizer(ctx context.Context, pb *storag
 	} else {
 		controllerutil.RemoveFinalizer(pb, finalizer)
 	}
-	return r.Patch(ctx, pb, patch)
+	if err := r.Patch(ctx, pb, patch); err != nil {
+		return err
+	}
+	r.seen.record(pb) // pb is the API server's answer: its current copy
+	return nil
 }
 
 // reconcileDelete removes every object of the PVCBackup from S3, then the finalizer. It is

@@ -31,10 +31,12 @@ func desiredBackupJob(pb *storagev1.PVCBackup, run *storagev1.ActiveRun, claim, 
 			env = append(env, corev1.EnvVar{Name: mover.EnvKopiaKeyDerivation, Value: kd})
 		}
 	}
-	return desiredMoverJob(backupSource(pb), image, moverJob{
+	job := desiredMoverJob(backupSource(pb), image, moverJob{
 		name: runObjectName(pb, run), labels: labels, command: "backup", claim: claim, readOnly: true, options: pb.Spec.Mover,
 		deadline: deadline, env: env, kopiaCache: kopia,
 	})
+	job.Annotations = runAnnotations(pb, run)
+	return job
 }
 
 // desiredVerifyJob is the Job that reads the backup of a run back from S3 and checks it against

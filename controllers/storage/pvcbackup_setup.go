@@ -65,27 +65,28 @@ func SnapshotAPIServed(mgr ctrl.Manager) (bool, error) {
 	return err == nil, err
 }
 
-// notCreated passes the updates and deletions of a run's objects, not their creation: the
-// reconciler itself created them and has recorded the run, and the reconcile such an event would
+// notCreated passes the updates and deletions of a run's temporary PVCs, not their creation: the
+// reconciler itself created them for a run it has recorded, and the reconcile such an event would
 // wake competes, when many runs are due in the same minute, with the runs still to be started.
-// (At start-up every PVCBackup is reconciled anyway.)
+// (At start-up every PVCBackup is reconciled anyway.) The creation of a run's Job or snapshot
+// does pass: it wakes the reconcile that records the run (errRunStarted).
 func notCreated() predicate.Predicate {
 	return predicate.Funcs{CreateFunc: func(event.CreateEvent) bool { return false }}
 }
 
 // SetupWithManager registers the controller. PVCBackups pass on spec changes (generation) and on
-// the deletion timestamp (generation too); Jobs and snapshots pass on status changes, which is
-// what moves a run forward.
+// the deletion timestamp (generation too); Jobs and snapshots pass on their creation (the run is
+// recorded) and on status changes, which is what moves a run forward.
 func (r *PVCBackupReconciler) SetupWithManager(mgr ctrl.Manager, opts Options) error {
 	if err := r.check(); err != nil {
 		return err
 	}
 	b := ctrl.NewControllerManagedBy(mgr).
 		For(&storagev1.PVCBackup{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		Owns(&batchv1.Job{}, builder.WithPredicates(notCreated())).
+		Owns(&batchv1.Job{}).
 		Owns(&corev1.PersistentVolumeClaim{}, builder.OnlyMetadata, builder.WithPredicates(notCreated()))
 	if r.SnapshotsAvailable {
-		b = b.Owns(&snapshotv1.VolumeSnapshot{}, builder.WithPredicates(notCreated()))
+		b = b.Owns(&snapshotv1.VolumeSnapshot{})
 	}
 	var rec reconcile.Reconciler = r
 	if opts.Wrap != nil {

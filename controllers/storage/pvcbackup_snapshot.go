@@ -56,7 +56,7 @@ func (r *PVCBackupReconciler) ensureSourceClaim(ctx context.Context, s *scope) (
 				return "", err
 			}
 		}
-		vs.Labels = runLabels(pb, run)
+		vs.Labels, vs.Annotations = runLabels(pb, run), runAnnotations(pb, run)
 		vs.Spec = snapshotv1.VolumeSnapshotSpec{
 			Source:                  snapshotv1.VolumeSnapshotSource{PersistentVolumeClaimName: ptr.To(pb.Spec.PVCName)},
 			VolumeSnapshotClassName: ptr.To(class),

@@ -62,10 +62,10 @@ func (w *world) loggedReconciler(log *requestLog) *PVCBackupReconciler {
 	return &PVCBackupReconciler{Client: c, Deps: w.deps(reader), SnapshotsAvailable: true}
 }
 
-// When a run is due, the reconcile records it in the status, locked on the copy it decided
-// from, and only then creates its Job: two requests, no uncached read of the PVCBackup first
-// (issue 13: 1,000 runs due the same minute), and nothing more at the end of the reconcile.
-func TestARunIsRecordedBeforeItsJobIsCreated(t *testing.T) {
+// When a run is due, the reconcile creates its Job from a current copy and writes nothing else:
+// one write per run start (issue 13: 1,000 runs due the same minute). The reconcile the Job's
+// creation wakes records the run, from the Job's annotations, and creates nothing.
+func TestARunIsStartedFirstAndRecordedByTheNextReconcile(t *testing.T) {
 	w := newWorld(t)
 	log := &requestLog{}
 	w.r = w.loggedReconciler(log)
@@ -76,24 +76,67 @@ func TestARunIsRecordedBeforeItsJobIsCreated(t *testing.T) {
 
 	tick := pb.CreationTimestamp.Time.Truncate(time.Hour).Add(time.Hour)
 	w.clock.Set(tick.Add(time.Second))
-	w.reconcile(pb)
-	if got := log.take(); fmt.Sprint(got) != "[patch status create Job]" {
-		t.Errorf("requests of the run start: %q, want the status patch, then the Job's create", got)
+	if _, err := w.r.Reconcile(testCtx, reqFor(pb)); err != nil {
+		t.Fatal(err)
 	}
-	if pb.Status.ActiveRun == nil || len(w.jobs()) != 1 {
-		t.Fatalf("at the tick: active=%+v jobs=%d", pb.Status.ActiveRun, len(w.jobs()))
+	if got := log.take(); fmt.Sprint(got) != "[create Job]" {
+		t.Errorf("requests of the run start: %q, want the Job's create only (the copy is the one the reconciler wrote)", got)
+	}
+	w.must(k8s.Get(testCtx, client.ObjectKeyFromObject(pb), pb))
+	jobs := w.jobs()
+	if pb.Status.ActiveRun != nil || len(jobs) != 1 {
+		t.Fatalf("after the start: active=%+v, %d Jobs; want no status written and one Job", pb.Status.ActiveRun, len(jobs))
+	}
+
+	w.clock.Set(tick.Add(3 * time.Second))
+	if _, err := w.r.Reconcile(testCtx, reqFor(pb)); err != nil { // woken by the Job's creation
+		t.Fatal(err)
+	}
+	if got := log.take(); fmt.Sprint(got) != "[patch status]" {
+		t.Errorf("requests of the reconcile after the start: %q, want the status patch only", got)
+	}
+	w.must(k8s.Get(testCtx, client.ObjectKeyFromObject(pb), pb))
+	run := pb.Status.ActiveRun
+	if run == nil || run.ID != jobs[0].Labels[labelRun] || !run.ScheduledTime.Time.Equal(tick) ||
+		!run.StartTime.Time.Equal(tick.Add(time.Second)) || run.Engine != pb.Status.Engine || run.Engine == "" {
+		t.Fatalf("recorded run %+v for Job %s (status.engine %q)", run, jobs[0].Name, pb.Status.Engine)
+	}
+	if pb.Status.LastScheduleTime == nil || !pb.Status.LastScheduleTime.Time.Equal(tick) || pb.Status.SkippedSchedules != 0 {
+		t.Errorf("schedule bookkeeping: last %v, skipped %d", pb.Status.LastScheduleTime, pb.Status.SkippedSchedules)
 	}
 	if c := condition(pb, storagev1.ConditionRunning); c.Reason != ReasonUploading {
 		t.Errorf("Running = %+v", c)
 	}
 	w.reconcile(pb) // the run is followed: nothing to write, nothing to create
 	if got := log.take(); len(got) != 0 || len(w.jobs()) != 1 {
-		t.Errorf("the reconcile after the start: %q, %d Jobs", got, len(w.jobs()))
+		t.Errorf("the reconcile after the record: %q, %d Jobs", got, len(w.jobs()))
 	}
 }
 
-// A run decided from a copy older than the API server's (here: the user suspended the backup
-// just before the tick, and the cache has not seen it) is neither recorded nor started.
+// A manual run that was started but not recorded (the manager stopped in between, here: a new
+// reconciler) is recorded with its trigger handled, and started once only.
+func TestAStartedManualRunIsRecordedOnce(t *testing.T) {
+	w := newWorld(t)
+	pb := w.backup("app", "@daily")
+	w.create(pb)
+	w.reconcile(pb)
+	pb.Spec.Trigger = &storagev1.Trigger{Manual: "before-upgrade"}
+	w.must(k8s.Update(testCtx, pb))
+	if _, err := w.r.Reconcile(testCtx, reqFor(pb)); err != nil {
+		t.Fatal(err)
+	}
+	w.r = &PVCBackupReconciler{Client: k8s, Deps: w.deps(k8s), SnapshotsAvailable: true} // a restarted manager
+	w.reconcile(pb)
+	w.reconcile(pb)
+	run := pb.Status.ActiveRun
+	if run == nil || !run.Manual || pb.Status.LastManualTrigger != "before-upgrade" || len(w.jobs()) != 1 {
+		t.Fatalf("active %+v, last trigger %q, %d Jobs", run, pb.Status.LastManualTrigger, len(w.jobs()))
+	}
+}
+
+// A run decided from a copy older than the API server's, of which the reconciler knows nothing
+// (a restarted manager; here: the user suspended the backup just before the tick, and the cache
+// has not seen it) is neither recorded nor started.
 func TestARunIsNotStartedFromAStaleCopy(t *testing.T) {
 	w := newWorld(t)
 	pb := w.backup("nightly", "0 * * * *")
@@ -117,5 +160,31 @@ func TestARunIsNotStartedFromAStaleCopy(t *testing.T) {
 	w.must(k8s.Get(testCtx, client.ObjectKeyFromObject(pb), pb))
 	if pb.ResourceVersion != suspended || pb.Status.ActiveRun != nil {
 		t.Errorf("the stale copy's run was recorded: %+v", pb.Status)
+	}
+}
+
+// A run that was started is recorded even when the spec changed before the reconcile that
+// records it (here: suspended): its Job exists and runs, so the status must follow it.
+func TestAStartedRunIsRecordedAfterASpecChange(t *testing.T) {
+	w := newWorld(t)
+	pb := w.backup("nightly", "0 * * * *")
+	w.create(pb)
+	w.reconcile(pb)
+	w.clock.Set(pb.CreationTimestamp.Time.Truncate(time.Hour).Add(time.Hour + time.Second))
+	if _, err := w.r.Reconcile(testCtx, reqFor(pb)); err != nil {
+		t.Fatal(err)
+	}
+	w.must(k8s.Get(testCtx, client.ObjectKeyFromObject(pb), pb))
+	pb.Spec.Suspend = true
+	w.must(k8s.Update(testCtx, pb))
+	w.reconcile(pb)
+	if pb.Status.ActiveRun == nil || len(w.jobs()) != 1 || w.jobs()[0].Labels[labelRun] != pb.Status.ActiveRun.ID {
+		t.Fatalf("the started run is not recorded: active %+v, %d Jobs", pb.Status.ActiveRun, len(w.jobs()))
+	}
+	job := w.job(pb)
+	w.finishJob(job, false)
+	w.reconcile(pb)
+	if pb.Status.LastRun == nil || pb.Status.LastRun.ID != job.Labels[labelRun] || pb.Status.ActiveRun != nil {
+		t.Errorf("the run's end: last %+v, active %+v", pb.Status.LastRun, pb.Status.ActiveRun)
 	}
 }

@@ -138,8 +138,8 @@ func TestSharedCredentialsAreReadOnceAndTheBucketCheckedOncePerPoll(t *testing.T
 }
 
 // A run is started, and then polled (and woken by its Job), without uncached reads of its
-// PVCBackup: the start is proved current by its locked status write (recordRunStart); the
-// stale-cache guard reads the PVCBackup only when a recorded run's Job is missing.
+// PVCBackup: the copy the run is started from is the one the reconciler wrote itself (seen), so
+// the stale-cache guard needs no read.
 func TestAnActiveRunIsFollowedWithoutReadingThePVCBackupUncached(t *testing.T) {
 	w := newWorld(t)
 	reader := &countingReader{Reader: k8s}
