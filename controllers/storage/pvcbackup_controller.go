@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 	"time"
 
 	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
@@ -18,11 +19,13 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 
 	storagev1 "github.com/okgoes/okgoes-operator/api/storage/v1"
 	"github.com/okgoes/okgoes-operator/internal/errclass"
@@ -105,6 +108,12 @@ type PVCBackupReconciler struct {
 	// seen is the resourceVersion of each PVCBackup that the reconciler last wrote or read
 	// uncached (ensureFresh).
 	seen seenVersions
+	// started is the run this process last started per PVCBackup, until the status records it.
+	started startedRuns
+	// runObjectsIndexed is set by SetupWithManager: the manager's cache indexes the run objects
+	// by PVCBackup (runObjectsIndex). Without it (a reconciler on an uncached client) they are
+	// listed by label.
+	runObjectsIndexed bool
 }
 
 // scope is what the phases of one reconcile share.
@@ -185,9 +194,10 @@ func (r *PVCBackupReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	case errors.Is(err, errStaleCache):
 		return ctrl.Result{RequeueAfter: staleCacheRetry}, nil
 	case errors.Is(err, errRunStarted):
-		// The create event of the run's first object wakes the reconcile that records the run;
-		// this requeue is only the safety net.
-		return ctrl.Result{RequeueAfter: runPollInterval}, nil
+		// The create event of the run's first object wakes the reconcile that records the run,
+		// behind the runs still to start (recordAfterStarts); this requeue is only the safety net,
+		// at the same low priority (a higher one would move the record ahead again).
+		return ctrl.Result{RequeueAfter: runPollInterval, Priority: ptr.To(handler.LowPriority)}, nil
 	}
 	computeStatus(pb, s, err)
 	res, err := errclass.Result(err, s.requeue)
@@ -402,7 +412,10 @@ func (r *PVCBackupReconciler) reconcileRunObjects(ctx context.Context, s *scope)
 		h := pb.Status.History
 		return len(h) == historyLimit && id < h[len(h)-1].ID
 	}
-	sel := client.MatchingLabels{labelBackup: pb.Name}
+	var sel client.ListOption = client.MatchingLabels{labelBackup: pb.Name}
+	if r.runObjectsIndexed {
+		sel = client.MatchingFields{runObjectsIndex: pb.Name}
+	}
 	type runObjects struct {
 		kind string
 		list client.ObjectList
@@ -505,6 +518,12 @@ func (r *PVCBackupReconciler) reconcileNextRun(ctx context.Context, s *scope) er
 		// would drop that record.
 		return nil
 	}
+	if pb.Status.ActiveRun == nil && r.started.pending(client.ObjectKeyFromObject(pb), &pb.Status, s.now) {
+		// This process started a run that neither the status nor the cache shows yet (the
+		// reconcile its creation wakes records it): no second run meanwhile.
+		s.requeue = min(s.requeue, staleCacheRetry)
+		return nil
+	}
 	manual := pb.Spec.Trigger != nil && pb.Status.ActiveRun == nil &&
 		schedule.ManualDue(pb.Spec.Trigger.Manual, pb.Status.LastManualTrigger)
 	start := pb.Status.ActiveRun == nil && (d.Run != nil || manual)
@@ -544,7 +563,53 @@ func (r *PVCBackupReconciler) reconcileNextRun(ctx context.Context, s *scope) er
 	if err := r.reconcileActiveRun(ctx, s); err != nil {
 		return err
 	}
+	r.started.add(client.ObjectKeyFromObject(pb), run.ID, s.now)
 	return errRunStarted
+}
+
+// startedRuns remembers, per PVCBackup, the last run this process started and when, until the
+// status records it. A reconcile in between may not find the run's Job in a cache that has not
+// caught up, and would otherwise start a second run (a manual trigger set in that instant). After
+// startedRunMemory the cache has long caught up (or the Job was deleted), and the run objects
+// found decide again. The zero value is ready to use.
+type startedRuns struct {
+	mu   sync.Mutex
+	runs map[types.NamespacedName]startedRun
+}
+
+type startedRun struct {
+	id string
+	at time.Time
+}
+
+const startedRunMemory = time.Minute
+
+func (s *startedRuns) add(key types.NamespacedName, id string, at time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.runs == nil {
+		s.runs = map[types.NamespacedName]startedRun{}
+	}
+	s.runs[key] = startedRun{id, at}
+}
+
+// pending tells whether the run last started for key is neither recorded in st nor forgotten.
+func (s *startedRuns) pending(key types.NamespacedName, st *storagev1.PVCBackupStatus, now time.Time) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	run, ok := s.runs[key]
+	if !ok {
+		return false
+	}
+	recorded := st.ActiveRun != nil && st.ActiveRun.ID == run.id
+	for _, h := range st.History {
+		recorded = recorded || h.ID == run.id
+	}
+	if recorded || now.Sub(run.at) > startedRunMemory || now.Before(run.at) {
+		delete(s.runs, key)
+		return false
+	}
+	return true
 }
 
 // errRunStarted ends the reconcile that started a run: it writes no status. The run's first

@@ -7,7 +7,10 @@ import (
 	"testing"
 	"time"
 
+	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
 	batchv1 "k8s.io/api/batch/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
@@ -186,5 +189,60 @@ func TestAStartedRunIsRecordedAfterASpecChange(t *testing.T) {
 	w.reconcile(pb)
 	if pb.Status.LastRun == nil || pb.Status.LastRun.ID != job.Labels[labelRun] || pb.Status.ActiveRun != nil {
 		t.Errorf("the run's end: last %+v, active %+v", pb.Status.LastRun, pb.Status.ActiveRun)
+	}
+}
+
+// blindToRunObjects is a cache that has not received the run objects yet: no Job or
+// VolumeSnapshot is found, by name or by list.
+func blindToRunObjects(t *testing.T) client.Client {
+	t.Helper()
+	live, err := client.NewWithWatch(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return interceptor.NewClient(live, interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, k client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			switch obj.(type) {
+			case *batchv1.Job, *snapshotv1.VolumeSnapshot:
+				return apierrors.NewNotFound(schema.GroupResource{Resource: "runobjects"}, k.Name)
+			}
+			return c.Get(ctx, k, obj, opts...)
+		},
+		List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+			switch list.(type) {
+			case *batchv1.JobList, *snapshotv1.VolumeSnapshotList:
+				return nil
+			}
+			return c.List(ctx, list, opts...)
+		},
+	})
+}
+
+// One run at a time, even in the instant after a start, when the cache does not show the run's
+// Job yet and its start is not recorded: a new manual trigger set then starts no second run.
+func TestNoSecondRunStartsBeforeTheFirstIsSeen(t *testing.T) {
+	w := newWorld(t)
+	pb := w.backup("app", "@daily")
+	pb.Spec.Trigger = &storagev1.Trigger{Manual: "first"}
+	w.create(pb)
+	w.r.Client = blindToRunObjects(t)
+	if _, err := w.r.Reconcile(testCtx, reqFor(pb)); err != nil {
+		t.Fatal(err)
+	}
+	w.must(k8s.Get(testCtx, client.ObjectKeyFromObject(pb), pb))
+	pb.Spec.Trigger.Manual = "second"
+	w.must(k8s.Update(testCtx, pb))
+	w.clock.Set(w.clock.Now().Add(2 * time.Second))
+	if _, err := w.r.Reconcile(testCtx, reqFor(pb)); err != nil {
+		t.Fatal(err)
+	}
+	if jobs := w.jobs(); len(jobs) != 1 {
+		t.Fatalf("%d Jobs: a second run started while the first was not seen yet", len(jobs))
+	}
+	w.r.Client = k8s // the cache catches up: the first run is recorded, the second waits for it
+	w.reconcile(pb)
+	if pb.Status.ActiveRun == nil || pb.Status.LastManualTrigger != "first" || len(w.jobs()) != 1 {
+		t.Errorf("active %+v, last trigger %q, %d Jobs; want the first run recorded, alone",
+			pb.Status.ActiveRun, pb.Status.LastManualTrigger, len(w.jobs()))
 	}
 }
