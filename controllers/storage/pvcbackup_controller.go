@@ -460,9 +460,9 @@ func (r *PVCBackupReconciler) reconcileRunObjects(ctx context.Context, s *scope)
 
 // adoptStartedRun records the run whose first object is obj as the active run, with what the
 // reconcile that started it would have recorded: the run from the object's annotations (its
-// start by the reconciler's clock), and the schedule's bookkeeping (the tick handled, the ticks missed
-// before it) or the manual trigger handled. The status patch at the end of the reconcile saves
-// it; reconcileActiveRun follows the run in the same reconcile.
+// start by the reconciler's clock), and the schedule's bookkeeping (the tick handled, the ticks
+// missed before it) or the manual trigger handled. The status patch at the end of the reconcile
+// saves it; reconcileActiveRun follows the run in the same reconcile.
 func adoptStartedRun(s *scope, obj client.Object) {
 	pb, a := s.backup, obj.GetAnnotations()
 	scheduled, err := time.Parse(time.RFC3339, a[annotationScheduledTime])

@@ -145,7 +145,8 @@ func (r *PVCBackupReconciler) SetupWithManager(mgr ctrl.Manager, opts Options) e
 		}
 	}
 	r.runObjectsIndexed = true
-	owner := recordAfterStarts(handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &storagev1.PVCBackup{}, handler.OnlyControllerOwner()))
+	owner := recordAfterStarts(handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(),
+		&storagev1.PVCBackup{}, handler.OnlyControllerOwner()))
 	b := ctrl.NewControllerManagedBy(mgr).
 		For(&storagev1.PVCBackup{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&batchv1.Job{}, owner).
