@@ -33,6 +33,10 @@ const (
 	ReasonVolumeReadFailed Reason = "VolumeReadFailed"
 	// ReasonStorageFailed: S3 refused or failed a request (upload, download, manifest write).
 	ReasonStorageFailed Reason = "StorageFailed"
+	// ReasonRepositoryDamaged: the kopia repository in the bucket is missing or holds damaged
+	// objects (a lost or corrupt blob, a manifest without its snapshot): S3 answered, but what it
+	// holds cannot be read back. The message names what is damaged and what to do.
+	ReasonRepositoryDamaged Reason = "RepositoryDamaged"
 	// ReasonStorageStalled: S3 stopped taking or giving bytes for longer than the idle timeout.
 	ReasonStorageStalled Reason = "StorageStalled"
 	// ReasonInterrupted: the mover was told to stop (SIGTERM: deadline, eviction, deletion).
