@@ -2,8 +2,11 @@ package storage
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -28,12 +31,19 @@ type brokenEntry struct {
 
 // catalog is what a backup prefix holds: the complete backups (newest first), the broken ones,
 // the archives without a manifest (failed runs, half-done prunes) and the progress reports of
-// runs. The kopia repository under the prefix is not listed: a kopia backup is its manifest.
+// runs. The kopia repository under the prefix is not opened here: a kopia backup is its
+// manifest, judged by the RepositoryRecord the last backup run wrote after listing the
+// repository (Record, nil when no run has written one).
 type catalog struct {
 	Valid    []backupEntry
 	Broken   []brokenEntry
 	Orphans  []string // archive keys
 	Progress []string // progress report keys
+	Record   *mover.RepositoryRecord
+	// Lost are the kopia backups the record judged and found without their snapshot, or with
+	// a snapshot that lost data: the repository is damaged (or the manifest was not made by a
+	// run), whatever the mover found in the repository itself.
+	Lost []string
 }
 
 // idTimeLayout is the time part of a backup id (runID).
@@ -44,11 +54,19 @@ func parseID(id string) (time.Time, error) {
 	return time.Parse(idTimeLayout, strings.TrimSuffix(id, "-manual"))
 }
 
+// maxClockSkew is how far in the future a backup id may be and still count: ids are the times
+// runs stand for, never later than the clock of the controller that started them, but a
+// restore in another cluster reads them with another clock.
+const maxClockSkew = 15 * time.Minute
+
 // readCatalog lists prefix and reads every manifest in it. A backup counts as complete only when
 // its manifest decodes, names its id and archive, and the archive is there with the declared size
-// (mover.CheckBackup, the rule the mover applies before it restores). An S3 error is returned as
-// is: a manifest that could not be read is never taken for a broken one.
-func readCatalog(ctx context.Context, store ObjectStore, prefix string) (catalog, error) {
+// (mover.CheckBackup, the rule the mover applies before it restores); a kopia backup only when
+// the repository record confirms its snapshot (checkKopia). A backup whose id is later than now
+// (a hand-made or copied manifest) is broken: it would hold a retention slot and "latest"
+// forever. An S3 error is returned as is: a manifest that could not be read is never taken for
+// a broken one.
+func readCatalog(ctx context.Context, store ObjectStore, prefix string, now time.Time) (catalog, error) {
 	var c catalog
 	objects, err := store.ListTop(ctx, prefix)
 	if err != nil {
@@ -67,6 +85,12 @@ func readCatalog(ctx context.Context, store ObjectStore, prefix string) (catalog
 			archives[o.Key] = o.Size
 		} else if strings.HasSuffix(rest, progressSuffix) {
 			c.Progress = append(c.Progress, o.Key)
+		} else if rest == mover.RepositoryRecordName {
+			rec, err := readRecord(ctx, store, o.Key)
+			if err != nil {
+				return c, err
+			}
+			c.Record = rec
 		}
 	}
 	for _, id := range manifests {
@@ -81,6 +105,11 @@ func readCatalog(ctx context.Context, store ObjectStore, prefix string) (catalog
 			c.Broken = append(c.Broken, brokenEntry{id, fmt.Sprintf("%q is not a backup id", id)})
 			continue
 		}
+		if t.After(now.Add(maxClockSkew)) {
+			c.Broken = append(c.Broken, brokenEntry{id, fmt.Sprintf("dated %s, in the future (now %s): not made by a run of this PVCBackup",
+				t.Format(time.RFC3339), now.UTC().Format(time.RFC3339))})
+			continue
+		}
 		m, err := getManifest(ctx, store, prefix+id+manifestSuffix)
 		switch {
 		case objectstore.IsNotFound(err):
@@ -92,6 +121,13 @@ func readCatalog(ctx context.Context, store ObjectStore, prefix string) (catalog
 		default:
 			if err := checkBackup(m, id, akey, size); err != nil {
 				c.Broken = append(c.Broken, brokenEntry{id, err.Error()})
+				continue
+			}
+			if err := checkKopia(m, c.Record); err != nil {
+				c.Broken = append(c.Broken, brokenEntry{id, err.Error()})
+				if errors.Is(err, errSnapshotLost) {
+					c.Lost = append(c.Lost, id)
+				}
 				continue
 			}
 			c.Valid = append(c.Valid, backupEntry{ID: id, Time: t, Manifest: m})
@@ -121,6 +157,63 @@ func checkBackup(m archive.Manifest, id, archiveKey string, archiveSize int64) e
 		return fmt.Errorf("kopia manifest names no snapshot")
 	}
 	return nil
+}
+
+// checkKopia judges a kopia backup's manifest by the record of the last run that listed the
+// repository. Without any record (no run of this version has listed the repository yet) the
+// manifest counts as before, on the strength of naming a snapshot: the restore proves the
+// snapshot before it touches the target. With a record, only a manifest the record judged
+// counts, and only when the snapshot it names was in the repository, belongs to this backup
+// and lost nothing: a manifest written after the listing is not confirmed by it (a stale
+// record never vouches for a backup it did not see); the next run judges it.
+func checkKopia(m archive.Manifest, rec *mover.RepositoryRecord) error {
+	if m.Engine != mover.EngineKopia || rec == nil {
+		return nil
+	}
+	id, snap := m.ID, m.Kopia.SnapshotID
+	switch s, found := rec.Snapshots[snap]; {
+	case rec.RunID == "": // a record that does not decode
+		return errors.New(rec.Unlisted)
+	case !slices.Contains(rec.Manifests, id):
+		return fmt.Errorf("not checked against the kopia repository yet: the manifest is newer than the last listing (run %s at %s); the next backup run checks it",
+			rec.RunID, rec.Time.UTC().Format(time.RFC3339))
+	case rec.Unlisted != "":
+		return fmt.Errorf("the kopia repository's snapshots cannot be read (run %s at %s): %s", rec.RunID, rec.Time.UTC().Format(time.RFC3339), rec.Unlisted)
+	case !found:
+		return fmt.Errorf("%w: kopia snapshot %s is not in the repository (run %s listed it at %s): the manifest names a snapshot that was deleted, lost with an index blob, or never made",
+			errSnapshotLost, snap, rec.RunID, rec.Time.UTC().Format(time.RFC3339))
+	case s.Backup != "" && s.Backup != id:
+		return fmt.Errorf("kopia snapshot %s belongs to backup %s, not %s", snap, s.Backup, id)
+	case s.Problem != "":
+		return fmt.Errorf("%w: kopia snapshot %s lost data (run %s at %s): %s", errSnapshotLost, snap, rec.RunID, rec.Time.UTC().Format(time.RFC3339), s.Problem)
+	}
+	return nil
+}
+
+// errSnapshotLost starts the problem of a kopia backup whose snapshot the repository does not
+// hold, or holds damaged.
+var errSnapshotLost = errors.New("not restorable")
+
+// readRecord fetches the repository record. One that does not decode is an empty record: it
+// confirms no backup.
+func readRecord(ctx context.Context, store ObjectStore, key string) (*mover.RepositoryRecord, error) {
+	body, err := store.Get(ctx, key)
+	if objectstore.IsNotFound(err) {
+		return nil, nil // deleted meanwhile
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read the repository record %s: %w", key, err)
+	}
+	defer body.Close()
+	rec := &mover.RepositoryRecord{}
+	data, err := io.ReadAll(io.LimitReader(body, 16<<20))
+	if err != nil {
+		return nil, fmt.Errorf("read the repository record %s: %w", key, err)
+	}
+	if err := json.Unmarshal(data, rec); err != nil {
+		return &mover.RepositoryRecord{Unlisted: fmt.Sprintf("the repository record %s does not decode (%v)", key, err)}, nil
+	}
+	return rec, nil
 }
 
 // getManifest fetches and decodes one manifest.

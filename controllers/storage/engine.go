@@ -40,6 +40,10 @@ func progressKey(prefix, id string) string { return prefix + id + progressSuffix
 
 const progressSuffix = ".progress.json"
 
+// repositoryRecordKey is where each kopia backup run records what it found in the repository
+// (mover.RepositoryRecord), next to the manifests it judges (readCatalog).
+func repositoryRecordKey(prefix string) string { return prefix + mover.RepositoryRecordName }
+
 // engineOf is the engine a manifest describes.
 func engineOf(m archive.Manifest) storagev1.BackupEngine {
 	if m.Engine == mover.EngineKopia {

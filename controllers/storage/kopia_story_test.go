@@ -2,11 +2,15 @@ package storage
 
 import (
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
+	"sort"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/minio/minio-go/v7"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	storagev1 "github.com/okgoes/okgoes-operator/api/storage/v1"
@@ -119,5 +123,228 @@ func TestKopiaKeyDerivationThroughTheController(t *testing.T) {
 	}
 	if r := pb.Status.Repository; r == nil || r.KeyDerivation != "PBKDF2" {
 		t.Errorf("status.repository = %+v, want keyDerivation PBKDF2", r)
+	}
+}
+
+// kopiaRun runs the i-th hourly kopia backup of dir through the controller and the real mover,
+// as TestKopiaBackupsPrunedRestoredThroughTheController does, and returns the mover's Result
+// (a failed run is recorded, not fatal).
+func (w *world) kopiaRun(pb *storagev1.PVCBackup, first time.Time, i int, dir string) mover.Result {
+	w.t.Helper()
+	w.clock.Set(first.Add(time.Duration(i)*time.Hour + time.Minute))
+	w.reconcile(pb)
+	job := w.job(pb)
+	res := w.runMover(job, dir)
+	w.finishPod(job, res)
+	w.finishJob(job, res.Succeeded())
+	w.clock.Set(first.Add(time.Duration(i)*time.Hour + 2*time.Minute))
+	w.reconcile(pb)
+	if run := pb.Status.LastRun; run == nil || run.ID != job.Labels[labelRun] {
+		w.t.Fatalf("run %d not recorded: %+v", i, pb.Status.LastRun)
+	}
+	return res
+}
+
+// handMadeManifest writes a kopia manifest for backup id that is a copy of backup of's, naming
+// snapshot instead: a manifest the repository does not back (a hand edit, a copy).
+func (w *world) handMadeManifest(pb *storagev1.PVCBackup, of, id, snapshot string) {
+	w.t.Helper()
+	body, err := w.s3.GetObject(testCtx, bucket, manifestKey(pb, of), minio.GetObjectOptions{})
+	w.must(err)
+	m, err := mover.ReadManifest(body)
+	body.Close()
+	w.must(err)
+	m.ID, m.Kopia.SnapshotID = id, snapshot
+	w.putObject(manifestKey(pb, id), mustJSON(w.t, m))
+}
+
+// repositoryBlobs lists the kopia repository's blobs of kind (q, x, p) of pb, oldest first.
+func (w *world) repositoryBlobs(pb *storagev1.PVCBackup, kind string) []string {
+	w.t.Helper()
+	type blob struct {
+		key string
+		t   time.Time
+	}
+	var blobs []blob
+	for o := range w.s3.ListObjects(testCtx, bucket, minio.ListObjectsOptions{Prefix: kopiaPrefix(backupPrefix(pb)) + "/" + kind, Recursive: true}) {
+		w.must(o.Err)
+		blobs = append(blobs, blob{o.Key, o.LastModified})
+	}
+	sort.SliceStable(blobs, func(i, j int) bool { return blobs[i].t.Before(blobs[j].t) })
+	var keys []string
+	for _, b := range blobs {
+		keys = append(keys, b.key)
+	}
+	return keys
+}
+
+func backupIDs(refs []storagev1.BackupRef) []string {
+	var ids []string
+	for _, r := range refs {
+		ids = append(ids, r.ID)
+	}
+	return ids
+}
+
+func brokenProblem(pb *storagev1.PVCBackup, id string) string {
+	for _, b := range pb.Status.BrokenBackups {
+		if b.ID == id {
+			return b.Problem
+		}
+	}
+	return ""
+}
+
+// Issue 30, finding 3: a kopia manifest naming a snapshot the repository does not hold takes no
+// keepLast slot. The run after it lists the repository once and records it; the manifest is
+// reported broken (not deleted) and the good older backup is kept.
+func TestKopiaManifestWithoutItsSnapshotTakesNoRetentionSlot(t *testing.T) {
+	w := newWorld(t)
+	src := volume(t)
+	pb := w.kopiaBackup("app", "0 * * * *")
+	pb.Spec.Retention = &storagev1.Retention{KeepLast: 2}
+	w.create(pb)
+	first := pb.CreationTimestamp.Time
+	if res := w.kopiaRun(pb, first, 1, src); !res.Succeeded() {
+		t.Fatalf("run 1: %+v", res)
+	}
+	good := pb.Status.LastRun.ID
+	bogus := runID(first.Add(90*time.Minute), false) // between run 1 and run 2
+	w.handMadeManifest(pb, good, bogus, "k0123456789abcdef0123456789abcdef")
+	if res := w.kopiaRun(pb, first, 2, src); !res.Succeeded() {
+		t.Fatalf("run 2: %+v", res)
+	}
+	newest := pb.Status.LastRun.ID
+	if got, want := backupIDs(pb.Status.Backups), []string{newest, good}; !slices.Equal(got, want) {
+		t.Errorf("status.backups = %v, want %v (the manifest without a snapshot takes no slot)", got, want)
+	}
+	if !w.exists(manifestKey(pb, good)) {
+		t.Errorf("the good backup %s was pruned", good)
+	}
+	if p := brokenProblem(pb, bogus); !strings.Contains(p, "is not in the repository") {
+		t.Errorf("status.brokenBackups = %+v, want %s: not in the repository", pb.Status.BrokenBackups, bogus)
+	}
+	if !w.exists(manifestKey(pb, bogus)) {
+		t.Errorf("the broken manifest %s was deleted; it must stay for a person to look at", bogus)
+	}
+}
+
+// Issue 30, finding 3: a kopia manifest dated in the future is never "latest" (it would be
+// forever): restoring latest restores the newest good backup, and the manifest is broken.
+func TestKopiaManifestFromTheFutureIsNotLatest(t *testing.T) {
+	w := newWorld(t)
+	src := volume(t)
+	pb := w.kopiaBackup("app", "0 * * * *")
+	w.create(pb)
+	first := pb.CreationTimestamp.Time
+	w.must(os.WriteFile(filepath.Join(src, "README"), []byte("first"), 0o644))
+	w.kopiaRun(pb, first, 1, src)
+	w.must(os.WriteFile(filepath.Join(src, "README"), []byte("second"), 0o644))
+	w.kopiaRun(pb, first, 2, src)
+	newest := pb.Status.LastRun.ID
+	future := runID(first.AddDate(1, 0, 0), false)
+	w.handMadeManifest(pb, newest, future, "k0123456789abcdef0123456789abcdef")
+
+	pr := newRestore(w.ns, "back", "app")
+	w.must(k8s.Create(testCtx, pr))
+	w.reconcileRestore(pr)
+	if pr.Status.BackupID != newest {
+		t.Fatalf("restore of latest chose %q (%+v), want the newest good backup %s", pr.Status.BackupID, pr.Status, newest)
+	}
+	dst := t.TempDir()
+	w.restoreInto(pr, dst)
+	if got, _ := os.ReadFile(filepath.Join(dst, "README")); pr.Status.Phase != storagev1.RestoreSucceeded || string(got) != "second" {
+		t.Fatalf("restore: %+v, README %q", pr.Status, got)
+	}
+
+	w.kopiaRun(pb, first, 3, src)
+	if slices.Contains(backupIDs(pb.Status.Backups), future) || !strings.Contains(brokenProblem(pb, future), "in the future") {
+		t.Errorf("status.backups %v, brokenBackups %+v: want %s broken, dated in the future", backupIDs(pb.Status.Backups), pb.Status.BrokenBackups, future)
+	}
+}
+
+// Issue 30, finding 4: one lost index blob (the one the second backup wrote) takes that
+// backup's snapshot with it. The next run succeeds; the backup is listed broken (not deleted,
+// not restorable), and RepositoryHealthy says the repository is damaged and what is lost.
+func TestKopiaLostIndexBlobMarksItsBackupBroken(t *testing.T) {
+	w := newWorld(t)
+	src := volume(t)
+	pb := w.kopiaBackup("app", "0 * * * *")
+	w.create(pb)
+	first := pb.CreationTimestamp.Time
+	w.kopiaRun(pb, first, 1, src)
+	one := pb.Status.LastRun.ID
+	if c := condition(pb, storagev1.ConditionRepositoryHealthy); c.Status != metav1.ConditionTrue {
+		t.Errorf("RepositoryHealthy after a good run = %+v", c)
+	}
+	before := w.repositoryBlobs(pb, "x")
+	w.must(os.WriteFile(filepath.Join(src, "db/new"), []byte("new data"), 0o644))
+	w.kopiaRun(pb, first, 2, src)
+	two := pb.Status.LastRun.ID
+	var lost []string
+	for _, k := range w.repositoryBlobs(pb, "x") {
+		if !slices.Contains(before, k) {
+			lost = append(lost, k)
+			w.must(w.s3.RemoveObject(testCtx, bucket, k, minio.RemoveObjectOptions{}))
+		}
+	}
+	if len(lost) == 0 {
+		t.Fatal("the second run wrote no index blob")
+	}
+
+	res := w.kopiaRun(pb, first, 3, src)
+	if !res.Succeeded() {
+		t.Fatalf("run 3 after a lost index blob: %+v", res)
+	}
+	three := pb.Status.LastRun.ID
+	if got, want := backupIDs(pb.Status.Backups), []string{three, one}; !slices.Equal(got, want) {
+		t.Errorf("status.backups = %v, want %v", got, want)
+	}
+	if p := brokenProblem(pb, two); !strings.Contains(p, "is not in the repository") {
+		t.Errorf("status.brokenBackups = %+v, want %s: its snapshot is not in the repository", pb.Status.BrokenBackups, two)
+	}
+	c := condition(pb, storagev1.ConditionRepositoryHealthy)
+	if c.Status != metav1.ConditionFalse || c.Reason != string(mover.ReasonRepositoryDamaged) || !strings.Contains(c.Message, two) {
+		t.Errorf("RepositoryHealthy = %+v, want False/RepositoryDamaged naming backup %s", c, two)
+	}
+}
+
+// Issue 30, finding 4: one lost metadata blob (the oldest q blob, holding the repository's
+// policies) makes every manifest lookup fail. The next run fails RepositoryDamaged (not
+// StorageFailed) naming the blob; every backup is listed broken (none can be restored), and
+// RepositoryHealthy is False with the same message.
+func TestKopiaLostMetadataBlobIsRepositoryDamaged(t *testing.T) {
+	w := newWorld(t)
+	src := volume(t)
+	pb := w.kopiaBackup("app", "0 * * * *")
+	w.create(pb)
+	first := pb.CreationTimestamp.Time
+	w.kopiaRun(pb, first, 1, src)
+	one := pb.Status.LastRun.ID
+	w.kopiaRun(pb, first, 2, src)
+	two := pb.Status.LastRun.ID
+	q := w.repositoryBlobs(pb, "q")[0]
+	w.must(w.s3.RemoveObject(testCtx, bucket, q, minio.RemoveObjectOptions{}))
+	blobID := path.Base(q)
+
+	res := w.kopiaRun(pb, first, 3, src)
+	run := pb.Status.LastRun
+	if res.Succeeded() || run.Result != storagev1.RunFailed || run.Reason != string(mover.ReasonRepositoryDamaged) || !strings.Contains(run.Message, blobID) {
+		t.Fatalf("run 3 after a lost metadata blob: %+v, want Failed/RepositoryDamaged naming %s", run, blobID)
+	}
+	if len(pb.Status.Backups) != 0 {
+		t.Errorf("status.backups = %v, want none: no backup of the repository can be restored", backupIDs(pb.Status.Backups))
+	}
+	for _, id := range []string{one, two} {
+		if p := brokenProblem(pb, id); !strings.Contains(p, "cannot be read") {
+			t.Errorf("backup %s: brokenBackups %+v, want it listed: the snapshots cannot be read", id, pb.Status.BrokenBackups)
+		}
+		if !w.exists(manifestKey(pb, id)) {
+			t.Errorf("backup %s's manifest was deleted", id)
+		}
+	}
+	c := condition(pb, storagev1.ConditionRepositoryHealthy)
+	if c.Status != metav1.ConditionFalse || c.Reason != string(mover.ReasonRepositoryDamaged) || !strings.Contains(c.Message, blobID) {
+		t.Errorf("RepositoryHealthy = %+v, want False/RepositoryDamaged naming %s", c, blobID)
 	}
 }

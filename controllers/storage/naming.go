@@ -9,6 +9,7 @@ import (
 	"time"
 
 	storagev1 "github.com/okgoes/okgoes-operator/api/storage/v1"
+	"github.com/okgoes/okgoes-operator/internal/mover"
 )
 
 // Labels put on every temporary object of a run, so they can be found and removed.
@@ -85,7 +86,7 @@ func manifestKey(pb *storagev1.PVCBackup, id string) string {
 
 const (
 	archiveSuffix  = ".tar.zst"
-	manifestSuffix = ".manifest.json"
+	manifestSuffix = mover.ManifestSuffix
 )
 
 // manifestKeyOf is the manifest next to an archive.

@@ -307,7 +307,11 @@ func (r *PVCBackupReconciler) reconcileActiveRun(ctx context.Context, s *scope) 
 	}
 	if rec.Engine == storagev1.EngineKopia {
 		rec.ObjectKey, rec.SnapshotID, rec.Bytes = manifestKey(pb, run.ID), m.Kopia.SnapshotID, m.Kopia.UploadedBytes
+		prev := pb.Status.Repository
 		pb.Status.Repository = repositoryStatus(out.result, s.now)
+		if prev != nil { // the run's own check arrives with its record (housekeeping)
+			pb.Status.Repository.Check = prev.Check
+		}
 	}
 	if pb.Spec.Verify {
 		verified, msg, done, err := r.reconcileVerify(ctx, s)
@@ -653,6 +657,11 @@ func (r *PVCBackupReconciler) recordTransitions(base, pb *storagev1.PVCBackup, s
 		} else {
 			r.Recorder.Eventf(pb, corev1.EventTypeWarning, "BackupFailed", "backup %s failed: %s", run.ID, run.Message)
 		}
+	}
+	was := meta.FindStatusCondition(base.Status.Conditions, storagev1.ConditionRepositoryHealthy)
+	is := meta.FindStatusCondition(pb.Status.Conditions, storagev1.ConditionRepositoryHealthy)
+	if is != nil && is.Status == metav1.ConditionFalse && (was == nil || was.Status != is.Status || was.Message != is.Message) {
+		r.Recorder.Eventf(pb, corev1.EventTypeWarning, is.Reason, "%s", is.Message)
 	}
 	before := meta.FindStatusCondition(base.Status.Conditions, storagev1.ConditionReady)
 	after := meta.FindStatusCondition(pb.Status.Conditions, storagev1.ConditionReady)

@@ -27,6 +27,7 @@ func desiredBackupJob(pb *storagev1.PVCBackup, run *storagev1.ActiveRun, claim, 
 	kopia := run.Engine == storagev1.EngineKopia
 	if kopia {
 		env = append(env, kopiaEnv(backupSource(pb), backupPrefix(pb))...)
+		env = append(env, corev1.EnvVar{Name: mover.EnvKopiaRecordKey, Value: repositoryRecordKey(backupPrefix(pb))})
 		if kd := keyDerivation(pb.Spec.Kopia); kd != "" {
 			env = append(env, corev1.EnvVar{Name: mover.EnvKopiaKeyDerivation, Value: kd})
 		}

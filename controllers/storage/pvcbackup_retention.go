@@ -3,6 +3,7 @@ package storage
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -52,10 +53,11 @@ func (r *PVCBackupReconciler) tidy(ctx context.Context, s *scope, prune bool) er
 	cctx, cancel := context.WithTimeout(ctx, s3Timeout)
 	defer cancel()
 	prefix := backupPrefix(pb)
-	cat, err := readCatalog(cctx, store, prefix)
+	cat, err := readCatalog(cctx, store, prefix, s.now)
 	if err != nil {
 		return err
 	}
+	recordCheck(pb, cat, s.now)
 	cat = withoutUnverified(cat, pb.Status.History)
 
 	backups := make([]retention.Backup, 0, len(cat.Valid))
@@ -134,6 +136,33 @@ func (r *PVCBackupReconciler) tidy(ctx context.Context, s *scope, prune bool) er
 		}
 	}
 	return nil
+}
+
+// recordCheck shows what the last backup run found in the kopia repository (its record, nil
+// when none has written one) in status.repository.check, from which computeStatus decides the
+// RepositoryHealthy condition: the damage the mover found (lost blobs, snapshots that cannot be
+// listed or lost data), and the backups whose snapshots the listing did not hold (a lost index
+// blob takes them with it; the mover cannot tell that from a snapshot never made).
+func recordCheck(pb *storagev1.PVCBackup, cat catalog, now time.Time) {
+	rec := cat.Record
+	if rec == nil {
+		return
+	}
+	if pb.Status.Repository == nil {
+		pb.Status.Repository = &storagev1.RepositoryStatus{UpdateTime: metav1.NewTime(now)}
+	}
+	check := &storagev1.RepositoryCheck{Time: metav1.NewTime(rec.Time.Truncate(time.Second)), RunID: rec.RunID,
+		Snapshots: int32(min(len(rec.Snapshots), math.MaxInt32)), Damage: truncate(rec.Damage, 2048)}
+	if rec.RunID == "" { // a record that does not decode (readRecord)
+		check.Time, check.Damage = metav1.NewTime(now), truncate(rec.Unlisted, 2048)
+	}
+	if len(cat.Lost) > 0 && rec.Damage == "" && rec.Unlisted == "" {
+		check.Damage = truncate(fmt.Sprintf("backups %s name kopia snapshots that the repository at %s does not hold, or that lost data "+
+			"(an index blob x… lost from the bucket takes the snapshots it listed with it; a manifest copied or edited by hand may name one never made): they cannot be restored and are listed in "+
+			"status.brokenBackups; put the lost objects back from bucket versioning or a replica if you have them, or restore an older backup",
+			strings.Join(cat.Lost, ", "), rec.Repository), 2048)
+	}
+	pb.Status.Repository.Check = check
 }
 
 // withoutUnverified moves backups whose verification failed (as history records) from the valid

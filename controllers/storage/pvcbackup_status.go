@@ -9,6 +9,7 @@ import (
 
 	storagev1 "github.com/okgoes/okgoes-operator/api/storage/v1"
 	"github.com/okgoes/okgoes-operator/internal/errclass"
+	"github.com/okgoes/okgoes-operator/internal/mover"
 )
 
 // Condition reasons of a PVCBackup.
@@ -42,6 +43,10 @@ const (
 	ReasonSuspended          = "Suspended"          // False: spec.suspend
 	// DeletionFailed reasons.
 	ReasonDeletionFailed = "DeletionFailed"
+	// RepositoryHealthy reasons (kopia engine).
+	ReasonRepositoryChecked   = "Checked"                             // True: the last run found nothing damaged
+	ReasonRepositoryDamaged   = string(mover.ReasonRepositoryDamaged) // False: it found lost or unreadable objects
+	ReasonRepositoryUnchecked = "NotChecked"                          // Unknown: no run has looked yet
 )
 
 // computeStatus is the one place the conditions and summary fields of a PVCBackup are decided,
@@ -86,6 +91,8 @@ func computeStatus(pb *storagev1.PVCBackup, s *scope, err error) {
 		st.Engine = s.engine
 	}
 
+	repositoryCondition(pb, set)
+
 	switch {
 	case st.ActiveRun != nil:
 		reason := s.stage
@@ -109,6 +116,30 @@ func computeStatus(pb *storagev1.PVCBackup, s *scope, err error) {
 			fmt.Sprintf("backup %s: %d bytes, sha256 %s", st.LastRun.ID, st.LastRun.Bytes, st.LastRun.SHA256))
 	default:
 		set(storagev1.ConditionRunning, metav1.ConditionFalse, ReasonFailed, fmt.Sprintf("backup %s%s: %s", st.LastRun.ID, inParens(st.LastRun.Reason), st.LastRun.Message))
+	}
+}
+
+// repositoryCondition is RepositoryHealthy, for a PVCBackup of the kopia engine: what the last
+// backup run found when it looked at the whole repository (status.repository.check).
+func repositoryCondition(pb *storagev1.PVCBackup, set func(t string, status metav1.ConditionStatus, reason, msg string)) {
+	st := &pb.Status
+	if st.Engine != storagev1.EngineKopia {
+		meta.RemoveStatusCondition(&st.Conditions, storagev1.ConditionRepositoryHealthy)
+		return
+	}
+	var check *storagev1.RepositoryCheck
+	if st.Repository != nil {
+		check = st.Repository.Check
+	}
+	switch {
+	case check == nil:
+		set(storagev1.ConditionRepositoryHealthy, metav1.ConditionUnknown, ReasonRepositoryUnchecked,
+			"no backup run has looked at the kopia repository yet: each run lists its snapshots and packs after the backup")
+	case check.Damage != "":
+		set(storagev1.ConditionRepositoryHealthy, metav1.ConditionFalse, ReasonRepositoryDamaged, check.Damage)
+	default:
+		set(storagev1.ConditionRepositoryHealthy, metav1.ConditionTrue, ReasonRepositoryChecked,
+			fmt.Sprintf("backup %s found %d snapshots and no lost blob at %s", check.RunID, check.Snapshots, check.Time.UTC().Format(time.RFC3339)))
 	}
 }
 

@@ -174,7 +174,7 @@ func (r *PVCRestoreReconciler) resolveSource(ctx context.Context, s *restoreScop
 	}
 	cctx, cancel := context.WithTimeout(ctx, s3Timeout)
 	defer cancel()
-	cat, err := readCatalog(cctx, store, s.prefix)
+	cat, err := readCatalog(cctx, store, s.prefix, s.now)
 	if err != nil {
 		return classifyS3Error(err, s.source.bucket, r.poll())
 	}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -44,6 +45,7 @@ type KopiaStore interface {
 	PutBytes(ctx context.Context, key string, data []byte, contentType string) error
 	Get(ctx context.Context, key string) (io.ReadCloser, error)
 	Stat(ctx context.Context, key string) (objectstore.ObjectInfo, error)
+	ListTop(ctx context.Context, prefix string) ([]objectstore.ObjectInfo, error)
 }
 
 // KopiaOptions say where a PVCBackup's kopia repository is and how to open it.
@@ -62,6 +64,7 @@ type kopiaBackup struct {
 	repo             kopiarepo.Info
 	maintenance      string // "", "quick" or "full"
 	maintenanceError string
+	damage           string // what the run found damaged in the repository (damageMessage)
 }
 
 // openRepo opens the repository of opts in the bucket of cfg, with the mover's Reasons on
@@ -81,6 +84,8 @@ func openRepo(ctx context.Context, cfg objectstore.Config, opts KopiaOptions, fo
 		return nil, fail(ReasonNotARepository, "%s holds objects that are not a kopia repository: the operator neither uses nor overwrites them", opts.Prefix)
 	case errors.Is(err, kopiarepo.ErrNoRepository):
 		return nil, fail(ReasonBackupNotFound, "there is no kopia repository at %s", opts.Prefix)
+	case kopiarepo.IsDamaged(err):
+		return nil, fail(ReasonRepositoryDamaged, "the kopia repository at %s is damaged, it cannot be opened: %w; %s", opts.Prefix, err, repairAdvice)
 	}
 	return nil, fail(ReasonStorageFailed, "open the kopia repository at %s: %w", opts.Prefix, err)
 }
@@ -135,6 +140,9 @@ func BackupKopia(ctx context.Context, store KopiaStore, cfg objectstore.Config, 
 	})
 	reporter.stop()
 	if err != nil {
+		if kopiarepo.IsDamaged(err) && uctx.Err() == nil {
+			return archive.Manifest{}, out, repositoryDamaged(ctx, r, store, job, now, err)
+		}
 		if errors.Is(err, kopiarepo.ErrSourceUnreadable) && ctx.Err() == nil {
 			return archive.Manifest{}, out, fail(ReasonVolumeReadFailed, "read volume %s: %w", job.SourceDir, err)
 		}
@@ -161,9 +169,13 @@ func BackupKopia(ctx context.Context, store KopiaStore, cfg objectstore.Config, 
 	mctx, mcancel := context.WithTimeout(ctx, MaintenanceTimeout)
 	defer mcancel()
 	var problems []error
-	if err := sweep(mctx, r, store, source, snap.ID); err != nil {
+	health, err := checkRepository(mctx, r, store, job, now)
+	if err != nil {
+		problems = append(problems, err)
+	} else if err := sweep(mctx, r, store, health, source, snap.ID); err != nil {
 		problems = append(problems, err)
 	}
+	out.damage = damageMessage(job.Kopia.Prefix, health)
 	out.maintenance, err = r.AutoMaintenance(mctx)
 	if err != nil {
 		problems = append(problems, err)
@@ -181,13 +193,10 @@ func BackupKopia(ctx context.Context, store KopiaStore, cfg objectstore.Config, 
 // sweep deletes the snapshots of source whose manifests no longer exist, except keep: a backup
 // is its manifest, so such a snapshot is a backup the controller pruned or one that never
 // became a backup. Only a manifest S3 says is missing counts; any doubt keeps the snapshot.
-func sweep(ctx context.Context, r *kopiarepo.Repo, store KopiaStore, source, keep string) error {
-	snaps, err := r.List(ctx)
-	if err != nil {
-		return fmt.Errorf("sweep: %w", err)
-	}
+// The snapshots are those of the run's one listing (checkRepository).
+func sweep(ctx context.Context, r *kopiarepo.Repo, store KopiaStore, health kopiarepo.Health, source, keep string) error {
 	var errs []error
-	for _, s := range snaps {
+	for _, s := range health.Snapshots {
 		key := s.Tags[tagManifest]
 		if s.Source != source || s.ID == keep || key == "" {
 			continue
@@ -205,6 +214,111 @@ func sweep(ctx context.Context, r *kopiarepo.Repo, store KopiaStore, source, kee
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// checkRepository is the run's one look at the whole repository (kopiarepo.Health: one
+// listing of its packs and one of its snapshots), recorded at job.RecordKey for the controller
+// (RepositoryRecord). The manifests under the prefix are listed first: the record judges only
+// manifests that existed before the repository was listed.
+func checkRepository(ctx context.Context, r *kopiarepo.Repo, store KopiaStore, job BackupJob, now func() time.Time) (kopiarepo.Health, error) {
+	var manifests []string
+	prefix := job.RecordKey[:strings.LastIndex(job.RecordKey, "/")+1]
+	if job.RecordKey != "" {
+		objs, err := store.ListTop(ctx, prefix)
+		if err != nil {
+			return kopiarepo.Health{}, fmt.Errorf("check the repository: list the manifests under %s: %w", prefix, err)
+		}
+		for _, o := range objs {
+			if id, ok := strings.CutSuffix(strings.TrimPrefix(o.Key, prefix), ManifestSuffix); ok && !strings.Contains(id, "/") {
+				manifests = append(manifests, id)
+			}
+		}
+	}
+	h, err := r.Health(ctx)
+	if err != nil {
+		return h, fmt.Errorf("check the repository: %w", err)
+	}
+	if job.RecordKey == "" {
+		return h, nil
+	}
+	rec := RepositoryRecord{Time: now().UTC(), RunID: job.ID, Repository: job.Kopia.Prefix, Manifests: manifests,
+		Snapshots: map[string]RecordedSnapshot{}, Damage: damageMessage(job.Kopia.Prefix, h)}
+	for _, s := range h.Snapshots {
+		rec.Snapshots[s.ID] = RecordedSnapshot{Backup: s.Tags[tagBackup], Problem: h.Problems[s.ID]}
+	}
+	if h.ListError != nil {
+		rec.Unlisted = h.ListError.Error()
+	}
+	data, err := json.Marshal(rec)
+	if err != nil {
+		return h, err
+	}
+	if err := store.PutBytes(ctx, job.RecordKey, data, "application/json"); err != nil {
+		return h, fmt.Errorf("check the repository: write %s: %w", job.RecordKey, err)
+	}
+	return h, nil
+}
+
+// repairAdvice is what to do about a damaged repository.
+const repairAdvice = "put the lost objects back from bucket versioning or a replica if you have them " +
+	"(`kopia snapshot verify` with the repository password lists every damaged file); " +
+	"the backups that depend on them cannot be restored and are listed in status.brokenBackups"
+
+// damageMessage says what health found damaged in the repository at prefix, which backups
+// depend on it and what to do; "" when nothing is.
+func damageMessage(prefix string, h kopiarepo.Health) string {
+	if !h.Damaged() {
+		return ""
+	}
+	var parts []string
+	if n := len(h.LostBlobs); n > 0 {
+		var blobs []string
+		for _, b := range h.LostBlobs[:min(n, 10)] {
+			kind := "file data"
+			if b.Metadata {
+				kind = "directories and manifests"
+			}
+			blobs = append(blobs, fmt.Sprintf("%s (%s, %d contents)", b.ID, kind, b.Contents))
+		}
+		if n > 10 {
+			blobs = append(blobs, fmt.Sprintf("and %d more", n-10))
+		}
+		parts = append(parts, "the index refers to blobs the bucket does not hold: "+strings.Join(blobs, ", "))
+	}
+	if h.ListError != nil {
+		parts = append(parts, fmt.Sprintf("its snapshots cannot be listed (%v): no backup can be restored from it and none can be made", h.ListError))
+	}
+	if len(h.Problems) > 0 {
+		var backups []string
+		for _, s := range h.Snapshots {
+			if p := h.Problems[s.ID]; p != "" {
+				backups = append(backups, fmt.Sprintf("%s (snapshot %s: %s)", s.Tags[tagBackup], s.ID, p))
+			}
+		}
+		parts = append(parts, "backups that depend on lost data: "+strings.Join(backups[:min(len(backups), 10)], "; "))
+	}
+	msg := fmt.Sprintf("the kopia repository at %s is damaged: %s; %s", prefix, strings.Join(parts, "; "), repairAdvice)
+	if len(msg) > 2000 {
+		msg = msg[:1997] + "..."
+	}
+	return msg
+}
+
+// repositoryDamaged is the failure of a backup that kopia could not make because the repository
+// is damaged (kopiarepo.IsDamaged): the run still looks at the repository and records what it
+// found, so that the backups depending on the damage are listed as broken.
+func repositoryDamaged(ctx context.Context, r *kopiarepo.Repo, store KopiaStore, job BackupJob, now func() time.Time, cause error) error {
+	cctx, cancel := context.WithTimeout(ctx, MaintenanceTimeout)
+	defer cancel()
+	h, err := checkRepository(cctx, r, store, job, now)
+	msg := damageMessage(job.Kopia.Prefix, h)
+	if err != nil || msg == "" {
+		msg = fmt.Sprintf("the kopia repository at %s is damaged; %s", job.Kopia.Prefix, repairAdvice)
+		if err != nil {
+			msg += fmt.Sprintf(" (the repository check failed too: %v)", err)
+		}
+	}
+	return fail(ReasonRepositoryDamaged, "backup %s was not made: %s (kopia: %w)", job.ID, msg, cause)
 }
 
 // activity is the idle watchdog of a backup: the archive engine touches it for every byte sent
@@ -474,6 +588,10 @@ func kopiaResult(m archive.Manifest, kb kopiaBackup) Result {
 	}
 	if t := kb.repo.LastFullMaintenance; !t.IsZero() {
 		res.LastFullMaintenance = &t
+	}
+	res.RepositoryDamage = kb.damage
+	if len(res.RepositoryDamage) > 1000 {
+		res.RepositoryDamage = res.RepositoryDamage[:1000] + "..."
 	}
 	if len(res.MaintenanceError) > 1000 {
 		res.MaintenanceError = res.MaintenanceError[:1000] + "..."

@@ -330,3 +330,61 @@ func TestKopiaBackupOfAFrozenStoreStallsInsteadOfHanging(t *testing.T) {
 		t.Errorf("backup into a frozen MinIO = %+v", res)
 	}
 }
+
+// readRecord fetches the RepositoryRecord a run wrote at key.
+func readRecord(t *testing.T, s3 *minio.Client, key string) RepositoryRecord {
+	t.Helper()
+	o, err := s3.GetObject(context.Background(), "backups", key, minio.GetObjectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o.Close()
+	var rec RepositoryRecord
+	if err := json.NewDecoder(o).Decode(&rec); err != nil {
+		t.Fatalf("record %s: %v", key, err)
+	}
+	return rec
+}
+
+// Every kopia backup records what it found in the repository, after its manifest: the manifest
+// among those judged and its snapshot, tagged with the backup. A lost metadata blob (the oldest
+// q blob: kopia's manifests) fails the next backup as RepositoryDamaged, never StorageFailed,
+// naming the blob; the record says the snapshots cannot be listed.
+func TestKopiaBackupRecordsTheRepositoryAndNamesALostBlob(t *testing.T) {
+	src := t.TempDir()
+	randomFile(t, filepath.Join(src, "a"), 200<<10, 1)
+	e, _, s3 := kopiaSetup(t, src)
+	e[EnvKopiaRecordKey] = "ns/app/" + RepositoryRecordName
+	ctx := context.Background()
+	res := RunBackup(ctx, e.get, "test")
+	if !res.Succeeded() || res.RepositoryDamage != "" {
+		t.Fatalf("first backup: %+v", res)
+	}
+	rec := readRecord(t, s3, e[EnvKopiaRecordKey])
+	if rec.RunID != e[EnvBackupID] || len(rec.Manifests) != 1 || rec.Manifests[0] != e[EnvBackupID] ||
+		rec.Snapshots[res.SnapshotID].Backup != e[EnvBackupID] || rec.Damage != "" || rec.Unlisted != "" {
+		t.Fatalf("record after the first backup: %+v", rec)
+	}
+
+	var oldest minio.ObjectInfo
+	for o := range s3.ListObjects(ctx, "backups", minio.ListObjectsOptions{Prefix: "ns/app/kopia/q", Recursive: true}) {
+		if oldest.Key == "" || o.LastModified.Before(oldest.LastModified) {
+			oldest = o
+		}
+	}
+	if err := s3.RemoveObject(ctx, "backups", oldest.Key, minio.RemoveObjectOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	blobID := strings.TrimPrefix(oldest.Key, "ns/app/kopia/")
+	nextRun(e, "20261203T030000Z")
+	e[EnvKopiaCacheDir] = t.TempDir() // a new Job's emptyDir: the lost blob is not cached
+	res = RunBackup(ctx, e.get, "test")
+	t.Logf("backup after the loss: %+v", res)
+	if res.Succeeded() || res.Reason != ReasonRepositoryDamaged || !strings.Contains(res.Message, blobID) {
+		t.Fatalf("backup after a lost metadata blob: %+v, want RepositoryDamaged naming %s", res, blobID)
+	}
+	rec = readRecord(t, s3, e[EnvKopiaRecordKey])
+	if rec.RunID != "20261203T030000Z" || rec.Unlisted == "" || !strings.Contains(rec.Damage, blobID) {
+		t.Errorf("record after the loss: %+v, want the snapshots unlisted and %s named", rec, blobID)
+	}
+}

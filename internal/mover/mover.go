@@ -55,7 +55,13 @@ const (
 	// EnvProgressKey is where a running backup writes its Progress (JSON), about every
 	// ProgressEvery; the controller shows it in status.activeRun.progress.
 	EnvProgressKey = "BACKUP_PROGRESS_KEY"
+	// EnvKopiaRecordKey is where a kopia backup records what it found in the repository
+	// (RepositoryRecord): <prefix>RepositoryRecordName, next to the manifests it judges.
+	EnvKopiaRecordKey = "KOPIA_RECORD_KEY"
 )
+
+// ManifestSuffix ends the key of every manifest: <prefix><backup id>.manifest.json.
+const ManifestSuffix = ".manifest.json"
 
 // Engines of a backup (PVCBackup spec.engine, Manifest.Engine).
 const (
@@ -99,6 +105,8 @@ type BackupJob struct {
 	// package's ProgressEvery when zero); empty: no report.
 	ProgressKey   string
 	ProgressEvery time.Duration
+	// RecordKey is where a kopia backup writes its RepositoryRecord; empty: nowhere.
+	RecordKey string
 }
 
 // idleTimeout is IdleTimeout, or DefaultIdleTimeout when unset.

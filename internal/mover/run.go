@@ -59,6 +59,7 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		PVC:         getenv(EnvSourcePVC),
 		Engine:      getenv(EnvEngine),
 		ProgressKey: getenv(EnvProgressKey),
+		RecordKey:   getenv(EnvKopiaRecordKey),
 	}
 	if len(missing) > 0 {
 		return c, fmt.Errorf("missing environment: %s", strings.Join(missing, ", "))

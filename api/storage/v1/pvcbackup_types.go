@@ -371,6 +371,10 @@ const (
 	ConditionRunning = "Running"
 	// ConditionDeletionFailed is True (bad) when deleting this PVCBackup's objects from S3 failed.
 	ConditionDeletionFailed = "DeletionFailed"
+	// ConditionRepositoryHealthy (kopia engine) is True (good) when the last backup run found
+	// nothing damaged in the repository, False (RepositoryDamaged) when it found lost or
+	// unreadable objects, Unknown until a run has looked (status.repository.check).
+	ConditionRepositoryHealthy = "RepositoryHealthy"
 )
 
 // RunResult is the outcome of one backup run.
@@ -401,8 +405,30 @@ type RepositoryStatus struct {
 	// MaintenanceMessage is why the last maintenance failed (the backup itself succeeded).
 	// +optional
 	MaintenanceMessage string `json:"maintenanceMessage,omitempty"`
+	// Check is what the last backup run found when it looked at the whole repository; the
+	// RepositoryHealthy condition says the same at a glance.
+	// +optional
+	Check *RepositoryCheck `json:"check,omitempty"`
 	// UpdateTime is when the run that reported this ended.
 	UpdateTime metav1.Time `json:"updateTime"`
+}
+
+// RepositoryCheck is what a backup run found in the kopia repository: each run lists the
+// repository's snapshots and packs once, after its backup (or after kopia failed to make it),
+// and the operator judges every kopia backup's manifest against that listing.
+type RepositoryCheck struct {
+	// Time of the listing (the mover's clock).
+	Time metav1.Time `json:"time"`
+	// RunID is the backup run that looked.
+	RunID string `json:"runID"`
+	// Snapshots is the number of complete snapshots the repository held.
+	// +optional
+	Snapshots int32 `json:"snapshots,omitempty"`
+	// Damage says what is damaged (lost blobs, the backups that depend on them, a snapshot list
+	// that cannot be read) and what to do; empty when nothing is known to be.
+	// +kubebuilder:validation:MaxLength=2048
+	// +optional
+	Damage string `json:"damage,omitempty"`
 }
 
 // RunProgress is what the mover of a running backup last reported.
@@ -525,13 +551,16 @@ type PVCBackupStatus struct {
 	// +kubebuilder:validation:MaxItems=10
 	History []RunStatus `json:"history,omitempty"`
 	// Backups lists the restorable backups in the bucket, newest first (at most 50), as seen after
-	// the last successful run and its pruning: only complete backups (manifest and archive of the
-	// declared size) are listed and counted by the retention rules.
+	// the last run and its pruning: only complete backups (manifest and archive of the declared
+	// size; for kopia, a manifest whose snapshot the last run found intact in the repository)
+	// are listed and counted by the retention rules.
 	// +optional
 	// +kubebuilder:validation:MaxItems=50
 	Backups []BackupRef `json:"backups,omitempty"`
 	// BrokenBackups lists objects under this PVCBackup's prefix that look like backups but are not
-	// usable (a manifest that does not decode, an archive missing or of the wrong size). They are
+	// usable (a manifest that does not decode or is dated in the future, an archive missing or of
+	// the wrong size, a kopia snapshot the repository does not hold or that lost data, a kopia
+	// manifest no run has checked against the repository yet). They are
 	// neither restored as "latest" nor counted by retention, and never deleted by it: inspect and
 	// remove them by hand (at most 20 listed).
 	// +optional
@@ -552,7 +581,8 @@ type PVCBackupStatus struct {
 	// SkippedSchedules counts scheduled times that came while a run was still going.
 	// +optional
 	SkippedSchedules int64 `json:"skippedSchedules,omitempty"`
-	// Conditions are Ready, Running and, when deletion fails, DeletionFailed.
+	// Conditions are Ready, Running, RepositoryHealthy (kopia engine) and, when deletion
+	// fails, DeletionFailed.
 	// +optional
 	// +listType=map
 	// +listMapKey=type

@@ -1,0 +1,157 @@
+package kopiarepo
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/minio/minio-go/v7"
+)
+
+// blobsByAge lists the repository's blobs whose names start with kind (q, x, p), oldest first.
+func (b bucket) blobsByAge(t *testing.T, prefix, kind string) []string {
+	t.Helper()
+	type obj struct {
+		key string
+		t   int64
+	}
+	var objs []obj
+	for o := range b.admin.ListObjects(context.Background(), testBucket, minio.ListObjectsOptions{Prefix: prefix + "/" + kind, Recursive: true}) {
+		if o.Err != nil {
+			t.Fatal(o.Err)
+		}
+		objs = append(objs, obj{o.Key, o.LastModified.UnixNano()})
+	}
+	sort.SliceStable(objs, func(i, j int) bool { return objs[i].t < objs[j].t })
+	var keys []string
+	for _, o := range objs {
+		keys = append(keys, o.key)
+	}
+	return keys
+}
+
+func (b bucket) remove(t *testing.T, key string) {
+	t.Helper()
+	if err := b.admin.RemoveObject(context.Background(), testBucket, key, minio.RemoveObjectOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// twoBackups makes a repository under prefix with two snapshots of a changing tree and returns
+// them, with the index blobs that the second backup added.
+func twoBackups(t *testing.T, b bucket, prefix string) (cfg S3Config, src string, first, second SnapshotInfo, secondIndexes []string) {
+	t.Helper()
+	cfg = b.config(prefix)
+	src = t.TempDir()
+	writeVolume(t, src)
+	r := openRepo(t, cfg, testPassword)
+	first, err := r.Backup(testContext(t), src, BackupOptions{Source: "ns/pvc", Tags: map[string]string{"backup": "one"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := b.blobsByAge(t, prefix, "x")
+	writeFile(t, filepath.Join(src, "new", "file"), randomBytes(t, 100<<10), 0o644)
+	second, err = r.Backup(testContext(t), src, BackupOptions{Source: "ns/pvc", Tags: map[string]string{"backup": "two"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range b.blobsByAge(t, prefix, "x") {
+		if !slices.Contains(before, k) {
+			secondIndexes = append(secondIndexes, k)
+		}
+	}
+	return cfg, src, first, second, secondIndexes
+}
+
+// A lost metadata pack holding the repository's manifests (the oldest q blob: the policies
+// written when the repository was made): every backup, listing and restore fails, each with an
+// error IsDamaged recognizes, and Health names the lost blob and that nothing can be listed.
+func TestHealthOfALostManifestPack(t *testing.T) {
+	b := newBucket(t)
+	cfg, src, first, _, _ := twoBackups(t, b, "lost-q")
+	q := b.blobsByAge(t, "lost-q", "q")[0]
+	b.remove(t, q)
+
+	r := openRepo(t, cfg, testPassword)
+	ctx := testContext(t)
+	_, err := r.Backup(ctx, src, BackupOptions{Source: "ns/pvc"})
+	t.Logf("backup: %v", err)
+	if err == nil || !IsDamaged(err) {
+		t.Errorf("backup after the loss: %v, want an error IsDamaged recognizes", err)
+	}
+	_, err = r.List(ctx)
+	t.Logf("list: %v", err)
+	if !IsDamaged(err) {
+		t.Errorf("list: %v, want an error IsDamaged recognizes", err)
+	}
+	_, err = r.Check(ctx, first.ID)
+	t.Logf("check: %v", err)
+	if !IsDamaged(err) {
+		t.Errorf("check of the first snapshot: %v, want an error IsDamaged recognizes", err)
+	}
+	h, err := r.Health(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("health: %+v", h)
+	id := strings.TrimPrefix(q, "lost-q/")
+	if h.ListError == nil || !h.Damaged() || len(h.LostBlobs) != 1 || h.LostBlobs[0].ID != id || !h.LostBlobs[0].Metadata {
+		t.Errorf("health = %+v, want the snapshots unlisted and lost blob %s", h, id)
+	}
+}
+
+// A lost index blob (the one the second backup wrote): the second snapshot is gone from the
+// list without an error (the catalog finds its manifest without a snapshot), the first is
+// intact, and a new backup still succeeds.
+func TestHealthOfALostIndexBlob(t *testing.T) {
+	b := newBucket(t)
+	cfg, src, first, second, xs := twoBackups(t, b, "lost-x")
+	if len(xs) == 0 {
+		t.Fatal("the second backup wrote no index blob")
+	}
+	t.Logf("index blobs of the second backup: %v", xs)
+	b.remove(t, xs[len(xs)-1])
+
+	r := openRepo(t, cfg, testPassword)
+	ctx := testContext(t)
+	h, err := r.Health(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("health: %+v", h)
+	var ids []string
+	for _, s := range h.Snapshots {
+		ids = append(ids, s.ID)
+	}
+	if !slices.Contains(ids, first.ID) || slices.Contains(ids, second.ID) || h.ListError != nil || h.Problems[first.ID] != "" {
+		t.Errorf("snapshots after the loss %v (problems %v), want %s and not %s", ids, h.Problems, first.ID, second.ID)
+	}
+	_, err = r.Check(ctx, second.ID)
+	t.Logf("check of the second: %v", err)
+	if _, err := r.Backup(ctx, src, BackupOptions{Source: "ns/pvc"}); err != nil {
+		t.Errorf("backup after a lost index: %v", err)
+	}
+}
+
+// A lost data pack: Health names it and each snapshot whose files were in it (all of them
+// here: the big file is in both), by path, reading no file data.
+func TestHealthOfALostDataPack(t *testing.T) {
+	b := newBucket(t)
+	cfg, _, first, second, _ := twoBackups(t, b, "lost-p")
+	ps := b.blobsByAge(t, "lost-p", "p")
+	b.remove(t, ps[0])
+	r := openRepo(t, cfg, testPassword)
+	h, err := r.Health(testContext(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("health: %+v", h)
+	if len(h.LostBlobs) != 1 || h.LostBlobs[0].Metadata || h.Problems[first.ID] == "" || h.Problems[second.ID] == "" {
+		t.Errorf("health = %+v, want the lost pack and both snapshots damaged", h)
+	}
+	_ = os.Remove
+}
