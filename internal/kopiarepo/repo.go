@@ -3,6 +3,8 @@ package kopiarepo
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -127,7 +129,7 @@ func Open(ctx context.Context, cfg S3Config, password string, opts Options) (_ *
 	ci := blob.ConnectionInfo{Type: storageType, Config: &storageOptions{Options: *s3opts, Window: window}}
 	configFile := filepath.Join(r.workDir, configFileName)
 	connect := func() (err error) {
-		r.keyDerivation, err = writeConnection(ctx, configFile, st, ci, cachingOptions(filepath.Join(r.workDir, cacheSubdir), opts))
+		r.keyDerivation, err = writeConnection(ctx, configFile, st, ci, filepath.Join(r.workDir, cacheSubdir), opts)
 		return err
 	}
 	created := false
@@ -174,8 +176,9 @@ func (r *Repo) Close(ctx context.Context) error {
 // password opens it: that check is a whole repo.Open
 // (deriving the key with scrypt, ~0.4 s of CPU here, and reading the indexes), and Open opens
 // the repository right after anyway, failing there on a wrong password. It reports
-// repo.ErrRepositoryNotInitialized when st holds no repository.
-func writeConnection(ctx context.Context, configFile string, st blob.Storage, ci blob.ConnectionInfo, caching content.CachingOptions) (keyDerivation string, _ error) {
+// repo.ErrRepositoryNotInitialized when st holds no repository. kopia's caches go under
+// cacheBase, in the repository's own subdirectory (repositoryCacheDir).
+func writeConnection(ctx context.Context, configFile string, st blob.Storage, ci blob.ConnectionInfo, cacheBase string, opts Options) (keyDerivation string, _ error) {
 	var formatBlob bytes.Buffer
 	if err := st.GetBlob(ctx, format.KopiaRepositoryBlobID, 0, -1, bufferOutput{&formatBlob}); err != nil {
 		if errors.Is(err, blob.ErrBlobNotFound) {
@@ -187,6 +190,7 @@ func writeConnection(ctx context.Context, configFile string, st blob.Storage, ci
 	if err != nil {
 		return "", fmt.Errorf("read the repository's format blob: %w", err)
 	}
+	caching := cachingOptions(repositoryCacheDir(cacheBase, f.UniqueID), opts)
 	keyDerivation = f.KeyDerivationAlgorithm
 	if keyDerivation == "" { // written by a kopia that recorded none: its default then, as kopia reads it
 		keyDerivation = format.DefaultKeyDerivationAlgorithm
@@ -207,6 +211,19 @@ func writeConnection(ctx context.Context, configFile string, st blob.Storage, ci
 		return "", err
 	}
 	return keyDerivation, os.WriteFile(configFile, b, 0o600)
+}
+
+// repositoryCacheDir is the cache directory of the repository whose format blob has uniqueID:
+// a subdirectory of base named by it. kopia's cache holds the repository's format blob (with
+// what its keys are derived from) and its contents by content id, and trusts them: a cache
+// directory reused for another repository (a cache volume kept across runs of several
+// PVCBackups) made kopia write the second repository with the first one's cached format, two
+// successful backups of which the second could not be decrypted by a fresh restore. Keyed by
+// the unique id, not by bucket and prefix: a repository deleted and created again at the same
+// place is another repository.
+func repositoryCacheDir(base string, uniqueID []byte) string {
+	sum := sha256.Sum256(uniqueID)
+	return filepath.Join(base, hex.EncodeToString(sum[:8]))
 }
 
 // bufferOutput is a bytes.Buffer as kopia's blob.OutputBuffer.
