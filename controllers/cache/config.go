@@ -99,6 +99,16 @@ func validateSpec(spec cachev1beta1.RedisCacheSpec) error {
 			return fmt.Errorf("maxMemory (%s; spec.redis.memory in v1beta1, spec.eviction in v1alpha1) exceeds spec.resources.limits.memory (%s): Redis would be OOM-killed before it evicts",
 				m.MaxMemory.String(), limit.String())
 		}
+		// Admission checks it for v1beta1 writes; this catches a RedisCache stored before the
+		// rule existed, and a maxMemory raised through v1alpha1 (which has no persistence field).
+		if p := spec.Persistence; p != nil {
+			if need := m.MaxMemory.Value() * 2; p.Size.Value() < need {
+				return fmt.Errorf("spec.persistence.size (%s) is less than twice maxMemory (%s; spec.redis.memory in v1beta1, spec.eviction in v1alpha1): "+
+					"Redis writes a second copy of its dataset while it rewrites the snapshot (or append-only file) and would fill the volume; "+
+					"lower maxMemory to at most half the size, or move to a new RedisCache with a larger persistence.size (fixed at creation)",
+					p.Size.String(), m.MaxMemory.String())
+			}
+		}
 	}
 	return nil
 }

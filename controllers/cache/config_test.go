@@ -118,6 +118,11 @@ func TestValidateSpec(t *testing.T) {
 		{"no memory limit", cachev1beta1.RedisCacheSpec{Redis: cachev1beta1.Redis{Memory: &cachev1beta1.Memory{MaxMemory: q("8Gi")}}}, false},
 		{"equal to the limit", cachev1beta1.RedisCacheSpec{Resources: limits("1Gi"), Redis: cachev1beta1.Redis{Memory: &cachev1beta1.Memory{MaxMemory: q("1024Mi")}}}, false},
 		{"above the limit", cachev1beta1.RedisCacheSpec{Resources: limits("1Gi"), Redis: cachev1beta1.Redis{Memory: &cachev1beta1.Memory{MaxMemory: q("1025Mi")}}}, true},
+		{"persistence twice maxMemory", cachev1beta1.RedisCacheSpec{Persistence: &cachev1beta1.Persistence{Size: *q("2Gi")},
+			Redis: cachev1beta1.Redis{Memory: &cachev1beta1.Memory{MaxMemory: q("1Gi")}}}, false},
+		{"persistence below twice maxMemory", cachev1beta1.RedisCacheSpec{Persistence: &cachev1beta1.Persistence{Size: *q("2047Mi")},
+			Redis: cachev1beta1.Redis{Memory: &cachev1beta1.Memory{MaxMemory: q("1Gi")}}}, true},
+		{"persistence without maxMemory", cachev1beta1.RedisCacheSpec{Persistence: &cachev1beta1.Persistence{Size: *q("1Mi")}}, false},
 		{"default image", cachev1beta1.RedisCacheSpec{Redis: cachev1beta1.Redis{Image: cachev1beta1.DefaultImage}}, false},
 		{"image with registry port and digest", cachev1beta1.RedisCacheSpec{Redis: cachev1beta1.Redis{
 			Image: "localhost:5000/cache/redis:7@sha256:" + strings.Repeat("ab", 32)}}, false},

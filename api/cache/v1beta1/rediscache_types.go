@@ -55,6 +55,7 @@ const ImageReferencePattern = `^(?:(?:(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-
 // +kubebuilder:validation:XValidation:rule="(has(oldSelf.mode) ? oldSelf.mode : 'Standalone') == (has(self.mode) ? self.mode : 'Standalone')",message="spec.mode cannot be changed: create a new RedisCache in the other mode and move the clients (docs/rediscache.md, Migration)"
 // +kubebuilder:validation:XValidation:rule="!has(self.persistence) || (has(self.mode) && self.mode == 'Replication')",message="spec.persistence needs mode Replication (with replicas 1 for a single instance): a Deployment's pods cannot each keep a volume of their own"
 // +kubebuilder:validation:XValidation:rule="has(oldSelf.persistence) == has(self.persistence)",message="spec.persistence cannot be added or removed after creation: the pods' volume claims are fixed when the StatefulSet is made"
+// +kubebuilder:validation:XValidation:rule="!has(self.persistence) || !has(self.redis) || !has(self.redis.memory) || !has(self.redis.memory.maxMemory) || quantity(string(self.persistence.size)).compareTo(quantity(string(self.redis.memory.maxMemory)).add(quantity(string(self.redis.memory.maxMemory)))) >= 0",message="spec.persistence.size must be at least twice spec.redis.memory.maxMemory: Redis writes a second copy of its dataset while it rewrites the snapshot (or append-only file); raise the size (a new RedisCache: persistence is fixed at creation) or lower maxMemory"
 type RedisCacheSpec struct {
 	// Mode is how the Redis pods relate to each other. Standalone (the default, and the behaviour
 	// of every RedisCache created before this field existed): each pod is an independent cache
@@ -157,7 +158,10 @@ type Replication struct {
 // +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.persistence cannot be changed after creation: the pods' volume claims are fixed when the StatefulSet is made"
 type Persistence struct {
 	// Size of each pod's PersistentVolumeClaim. Redis needs room for its dataset plus a second
-	// copy while it rewrites the snapshot (or append-only file): at least twice maxMemory.
+	// copy while it rewrites the snapshot (or append-only file): at least twice maxMemory
+	// (checked at admission). XIntOrString and MaxLength as MaxMemory's, for the CEL rule's cost.
+	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:MaxLength=32
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Size",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:text"}
 	Size resource.Quantity `json:"size"`
 
