@@ -215,6 +215,7 @@ func newManager(restConfig *rest.Config, c config) (ctrl.Manager, error) {
 		Client:             mgr.GetClient(),
 		Deps:               deps("pvcbackup-controller"),
 		SnapshotsAvailable: snapshots,
+		SnapshotAPIProbe:   func(context.Context) (bool, error) { return storagecontrollers.SnapshotAPIServed(mgr) },
 	}).SetupWithManager(mgr, storagecontrollers.Options{MaxConcurrentReconciles: c.maxConcurrent}); err != nil {
 		return nil, fmt.Errorf("set up the PVCBackup controller: %w", err)
 	}

@@ -38,6 +38,9 @@ func TestAdmissionRejectsInvalidBackups(t *testing.T) {
 		{"unknown deletion policy", func(pb *storagev1.PVCBackup) { pb.Spec.DeletionPolicy = "Purge" }, "spec.deletionPolicy"},
 		{"negative deadline", func(pb *storagev1.PVCBackup) { pb.Spec.StartingDeadlineSeconds = ptrTo[int64](-1) }, "spec.startingDeadlineSeconds"},
 		{"no PVC", func(pb *storagev1.PVCBackup) { pb.Spec.PVCName = "" }, "spec.pvcName"},
+		{"a deadline of 31,000 years", func(pb *storagev1.PVCBackup) {
+			pb.Spec.Mover = &storagev1.MoverOptions{ActiveDeadlineSeconds: ptrTo[int64](1_000_000_000_000)}
+		}, "spec.mover.activeDeadlineSeconds"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

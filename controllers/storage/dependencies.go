@@ -32,7 +32,11 @@ func (r *PVCBackupReconciler) checkDependencies(ctx context.Context, s *scope, c
 	case !pvc.DeletionTimestamp.IsZero():
 		return errclass.Waiting(ReasonPVCNotFound, fmt.Sprintf("PersistentVolumeClaim %q is being deleted", pb.Spec.PVCName), r.poll())
 	}
-	if pb.Spec.Snapshot != nil && r.SnapshotsAvailable {
+	if pb.Spec.Snapshot != nil && !r.snapshotsServed(ctx) {
+		// Found before a run is due, and polled: installing the CRDs heals it (snapshotAPI).
+		return errclass.Waiting(ReasonSnapshotsUnsupported, snapshotsUnsupported(r.poll()), r.poll())
+	}
+	if pb.Spec.Snapshot != nil {
 		// The snapshot class depends on the PVC's spec, which the cache does not hold: read it
 		// uncached, as the PersistentVolume and classes it leads to are.
 		source, err := r.sourceClaim(ctx, pb)

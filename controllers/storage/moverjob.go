@@ -69,7 +69,10 @@ func (d Deps) jobState(ctx context.Context, job *batchv1.Job, start, now time.Ti
 		// A running mover pod holds no report yet and no reason to wait, and a Job whose pods the
 		// Job controller has not counted yet (a run that just started) has none to read: the pods
 		// are not listed (uncached) at every poll of a running backup, nor at each of the many
-		// run starts of one minute (issue 13).
+		// run starts of one minute (issue 13). A Job without a pod says itself why (jobWaiting).
+		if noPodYet {
+			st.waiting, st.waitingMessage = d.jobWaiting(ctx, job, now.Sub(start))
+		}
 		return st
 	}
 	pods := &corev1.PodList{}
@@ -145,6 +148,66 @@ func (d Deps) jobState(ctx context.Context, job *batchv1.Job, start, now time.Ti
 	}
 	st.waiting, st.waitingMessage = podWaiting(pods.Items)
 	return st
+}
+
+// noPodGrace is how long a Job may have no pod before its events are read for the reason: the
+// Job controller creates the pod within a second or two, and the reconcile that records a run
+// (at each of the many run starts of one minute, issue 13) must cost no request beyond its
+// status write.
+const noPodGrace = 10 * time.Second
+
+// ReasonNoPodYet is the waiting reason of a Job whose pod the Job controller has not created yet
+// (and that reports no reason why).
+const ReasonNoPodYet = "NoPodYet"
+
+// jobWaiting says why a Job that has not ended has no pod, age after its run started: the Job's
+// Suspended condition (a queueing system such as Kueue holds it), or the Job controller's last
+// warning event about it (FailedCreate: a ResourceQuota, an admission webhook or Pod Security
+// Admission refused the pod; the event is where the Job controller says so, the Job's status has
+// no field for it). Events are read (one uncached list, only of this Job's) once the Job has had
+// noPodGrace to create its pod.
+func (d Deps) jobWaiting(ctx context.Context, job *batchv1.Job, age time.Duration) (reason, message string) {
+	for _, c := range job.Status.Conditions {
+		if c.Type == batchv1.JobSuspended && c.Status == corev1.ConditionTrue {
+			return "JobSuspended", fmt.Sprintf("Job %s is suspended: %s", job.Name, orDefault(c.Message, c.Reason))
+		}
+	}
+	noPod := fmt.Sprintf("Job %s has no pod yet", job.Name)
+	if age < noPodGrace || d.APIReader == nil {
+		return ReasonNoPodYet, noPod
+	}
+	events := &corev1.EventList{}
+	err := d.APIReader.List(ctx, events, client.InNamespace(job.Namespace),
+		client.MatchingFields{"involvedObject.uid": string(job.UID)})
+	if err != nil {
+		return ReasonNoPodYet, noPod + " (its events could not be read: " + err.Error() + ")"
+	}
+	if e := lastWarning(events.Items); e != nil {
+		return e.Reason, fmt.Sprintf("Job %s: %s", job.Name, truncate(e.Message, 1024))
+	}
+	return ReasonNoPodYet, noPod + " and no event says why (is the Job controller of kube-controller-manager running?)"
+}
+
+// lastWarning is the most recent Warning event of events, nil if none.
+func lastWarning(events []corev1.Event) *corev1.Event {
+	var last *corev1.Event
+	var lastAt time.Time
+	for i, e := range events {
+		if e.Type != corev1.EventTypeWarning {
+			continue
+		}
+		at := e.LastTimestamp.Time
+		if e.Series != nil && e.Series.LastObservedTime.After(at) {
+			at = e.Series.LastObservedTime.Time
+		}
+		if e.EventTime.After(at) {
+			at = e.EventTime.Time
+		}
+		if last == nil || !at.Before(lastAt) {
+			last, lastAt = &events[i], at
+		}
+	}
+	return last
 }
 
 // jobEnded tells whether the Job has a Complete or Failed condition.

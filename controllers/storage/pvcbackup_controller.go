@@ -103,8 +103,17 @@ func (d Deps) check() error {
 type PVCBackupReconciler struct {
 	client.Client
 	Deps
-	// SnapshotsAvailable is true when the cluster serves snapshot.storage.k8s.io/v1.
+	// SnapshotsAvailable is true when the cluster serves snapshot.storage.k8s.io/v1 at setup:
+	// VolumeSnapshots are then watched and indexed from the start.
 	SnapshotsAvailable bool
+	// SnapshotAPIProbe, when set, asks the API server whether it serves the VolumeSnapshot API
+	// now (SnapshotAPIServed), for a reconciler that found it absent at setup: asked again once
+	// per poll interval, so that CRDs installed later heal spec.snapshot without a restart.
+	SnapshotAPIProbe func(context.Context) (bool, error)
+	snapshotAPI      snapshotAPI
+	// watchSnapshots starts the watch on VolumeSnapshots that the setup skipped (set by
+	// SetupWithManager when the API was absent).
+	watchSnapshots func() error
 	// seen is the resourceVersion of each PVCBackup that the reconciler last wrote or read
 	// uncached (ensureFresh).
 	seen seenVersions
@@ -156,7 +165,7 @@ type scope struct {
 // +kubebuilder:rbac:groups="",resources=pods,verbs=list
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get
 // +kubebuilder:rbac:groups=snapshot.storage.k8s.io,resources=volumesnapshots,verbs=get;list;watch;create;delete
-// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch;list
 
 // Reconcile schedules, starts, follows and records backup runs of one PVCBackup.
 func (r *PVCBackupReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
@@ -425,12 +434,18 @@ func (r *PVCBackupReconciler) reconcileRunObjects(ctx context.Context, s *scope)
 		list client.ObjectList
 	}
 	lists := []runObjects{{"Job", &batchv1.JobList{}}, {"PersistentVolumeClaim", claimMetadataList()}}
-	if r.SnapshotsAvailable {
-		lists = append(lists, runObjects{"VolumeSnapshot", &snapshotv1.VolumeSnapshotList{}})
+	if pb.Spec.Snapshot != nil || r.SnapshotsAvailable {
+		if r.snapshotsServed(ctx) {
+			lists = append(lists, runObjects{"VolumeSnapshot", &snapshotv1.VolumeSnapshotList{}})
+		}
 	}
 	var started client.Object // the first object of a run the status does not record
 	for _, l := range lists {
 		kind, list := l.kind, l.list
+		sel := sel
+		if kind == "VolumeSnapshot" && !r.SnapshotsAvailable {
+			sel = client.MatchingLabels{labelBackup: pb.Name} // the API came later: not indexed
+		}
 		if err := r.List(ctx, list, client.InNamespace(pb.Namespace), sel); err != nil {
 			return fmt.Errorf("list run objects: %w", err)
 		}

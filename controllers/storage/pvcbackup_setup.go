@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	storagev1 "github.com/okgoes/okgoes-operator/api/storage/v1"
 	"github.com/okgoes/okgoes-operator/internal/flowcontrol"
@@ -158,8 +159,19 @@ func (r *PVCBackupReconciler) SetupWithManager(mgr ctrl.Manager, opts Options) e
 	if opts.Wrap != nil {
 		rec = opts.Wrap(r)
 	}
-	return b.WithOptions(controller.Options{
+	c, err := b.WithOptions(controller.Options{
 		MaxConcurrentReconciles: opts.MaxConcurrentReconciles,
 		RateLimiter:             flowcontrol.RateLimiter(),
-	}).Named("pvcbackup").Complete(rec)
+	}).Named("pvcbackup").Build(rec)
+	if err != nil {
+		return err
+	}
+	if !r.SnapshotsAvailable {
+		// The VolumeSnapshot API may be installed later (snapshotAPI): its watch starts then, on
+		// the running controller.
+		r.watchSnapshots = func() error {
+			return c.Watch(source.Kind[client.Object](mgr.GetCache(), &snapshotv1.VolumeSnapshot{}, owner))
+		}
+	}
+	return nil
 }

@@ -14,7 +14,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	storagev1 "github.com/okgoes/okgoes-operator/api/storage/v1"
-	"github.com/okgoes/okgoes-operator/internal/errclass"
 )
 
 // snapshotReadyBound is how long a VolumeSnapshot may stay not-ready before the run's status says
@@ -36,9 +35,11 @@ func (r *PVCBackupReconciler) ensureSourceClaim(ctx context.Context, s *scope) (
 	if pb.Spec.Snapshot == nil {
 		return pb.Spec.PVCName, nil
 	}
-	if !r.SnapshotsAvailable {
-		return "", errclass.Stalled(ReasonSnapshotsUnsupported,
-			"spec.snapshot is set but the cluster has no snapshot.storage.k8s.io/v1 VolumeSnapshot API")
+	if !r.snapshotsServed(ctx) {
+		// The API went away during the run (checkDependencies found it before the start): the
+		// run ends, and the next reconcile says SnapshotsUnsupported, never next to Uploading.
+		s.runFailure, s.runFailureReason = snapshotsUnsupported(r.poll()), ReasonSnapshotsUnsupported
+		return "", nil
 	}
 	name := runObjectName(pb, run)
 	vs := &snapshotv1.VolumeSnapshot{ObjectMeta: metav1.ObjectMeta{Namespace: pb.Namespace, Name: name}}

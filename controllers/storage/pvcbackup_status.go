@@ -18,7 +18,7 @@ const (
 	ReasonScheduled            = "Scheduled"            // True: backups will run
 	ReasonInvalidSchedule      = "InvalidSchedule"      // False, stalled: the cron expression or time zone is wrong
 	ReasonInvalidSpec          = "InvalidSpec"          // False, stalled: a Job or S3 config built from the spec was rejected
-	ReasonSnapshotsUnsupported = "SnapshotsUnsupported" // False, stalled: spec.snapshot without the VolumeSnapshot API
+	ReasonSnapshotsUnsupported = "SnapshotsUnsupported" // False, polled: spec.snapshot without the VolumeSnapshot API
 	// ReasonSnapshotClassNotFound (False, polled): spec.snapshot.volumeSnapshotClassName names no
 	// class, or a class of another driver than the PVC's.
 	ReasonSnapshotClassNotFound = "SnapshotClassNotFound"

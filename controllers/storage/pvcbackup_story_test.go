@@ -51,7 +51,8 @@ func TestScheduledBackupLandsInMinIO(t *testing.T) {
 	if pb.Status.ActiveRun == nil || !pb.Status.ActiveRun.ScheduledTime.Time.Equal(tick) || len(w.jobs()) != 1 {
 		t.Fatalf("at the tick: active=%+v jobs=%d", pb.Status.ActiveRun, len(w.jobs()))
 	}
-	if c := condition(pb, storagev1.ConditionRunning); c.Status != metav1.ConditionTrue || c.Reason != ReasonUploading {
+	// The Job has no pod yet (none runs a mover): not Uploading until one does.
+	if c := condition(pb, storagev1.ConditionRunning); c.Status != metav1.ConditionTrue || c.Reason != ReasonWaitingForPod {
 		t.Errorf("Running = %+v", c)
 	}
 	job := w.job(pb)

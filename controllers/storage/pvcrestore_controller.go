@@ -312,6 +312,11 @@ func (r *PVCRestoreReconciler) runJob(ctx context.Context, s *restoreScope) erro
 			}
 			return fmt.Errorf("create restore Job: %w", err)
 		}
+		// Restoring only once a pod of the Job runs: the Job controller has yet to create it.
+		created := moverJobState{waiting: ReasonNoPodYet, waitingMessage: fmt.Sprintf("Job %s was just created and has no pod yet", job.Name),
+			deadline: deadline}
+		s.waiting, s.waitingMessage = created.stage(ReasonRestoring, "the restore")
+		s.requeue = runPollInterval
 		return nil
 	} else if err != nil {
 		return err
@@ -324,7 +329,9 @@ func (r *PVCRestoreReconciler) runJob(ctx context.Context, s *restoreScope) erro
 	}
 	switch {
 	case !out.finished:
-		s.waiting, s.waitingMessage = out.stage(ReasonRestoring, "the restore")
+		if reason, msg := out.stage(ReasonRestoring, "the restore"); reason != ReasonRestoring {
+			s.waiting, s.waitingMessage = reason, msg // else computeRestoreStatus says what is restored where
+		}
 		s.requeue = out.requeue(s.now, runPollInterval)
 	case out.failed:
 		s.result = &restoreResult{storagev1.RestoreFailed, out.reason, out.message}

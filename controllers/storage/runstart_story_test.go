@@ -3,6 +3,7 @@ package storage
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -107,8 +108,8 @@ func TestARunIsStartedFirstAndRecordedByTheNextReconcile(t *testing.T) {
 	if pb.Status.LastScheduleTime == nil || !pb.Status.LastScheduleTime.Time.Equal(tick) || pb.Status.SkippedSchedules != 0 {
 		t.Errorf("schedule bookkeeping: last %v, skipped %d", pb.Status.LastScheduleTime, pb.Status.SkippedSchedules)
 	}
-	if c := condition(pb, storagev1.ConditionRunning); c.Reason != ReasonUploading {
-		t.Errorf("Running = %+v", c)
+	if c := condition(pb, storagev1.ConditionRunning); c.Reason != ReasonWaitingForPod || !strings.Contains(c.Message, "no pod yet") {
+		t.Errorf("Running = %+v, want WaitingForPod: the Job has no pod yet", c)
 	}
 	w.reconcile(pb) // the run is followed: nothing to write, nothing to create
 	if got := log.take(); len(got) != 0 || len(w.jobs()) != 1 {

@@ -82,6 +82,7 @@ func TestStricterStorageValidationKeepsStoredObjectsWritable(t *testing.T) {
 	}{
 		{`{"spec":{"retention":{"keepDaily":0}}}`, "retention must keep at least one backup"},
 		{`{"spec":{"s3Bucket":"other..bucket"}}`, "must not contain two adjacent dots"},
+		{`{"spec":{"mover":{"activeDeadlineSeconds":999999999999}}}`, "activeDeadlineSeconds must be at most 604800"},
 	} {
 		err := k8s.Patch(ctx, obj, client.RawPatch(types.MergePatchType, []byte(tt.patch)))
 		if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), tt.message) {

@@ -344,8 +344,12 @@ type MoverOptions struct {
 	Resources corev1.ResourceRequirements `json:"resources,omitempty"`
 	// ActiveDeadlineSeconds bounds one mover Job (a backup, its verification, or a restore), from
 	// its creation, waiting for a pod included: past it the Job is stopped and the run ends
-	// Failed with reason DeadlineExceeded. Default 21600 (6 hours).
+	// Failed with reason DeadlineExceeded. Default 21600 (6 hours), at most 604800 (7 days): a
+	// run longer than a week outlives any daily schedule and the operator's deadline arithmetic
+	// stays far from overflowing a time.Duration. The bound is a CEL rule, not an OpenAPI
+	// maximum, so that OLM's upgrade check passes with objects stored before it (docs/upgrades.md).
 	// +kubebuilder:validation:Minimum=60
+	// +kubebuilder:validation:XValidation:rule="self <= 604800",message="activeDeadlineSeconds must be at most 604800 (7 days): a run that may last longer never ends in time for the next one"
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Active Deadline (seconds)",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:number"}
 	ActiveDeadlineSeconds *int64 `json:"activeDeadlineSeconds,omitempty"`
