@@ -348,3 +348,30 @@ func TestKopiaLostMetadataBlobIsRepositoryDamaged(t *testing.T) {
 		t.Errorf("RepositoryHealthy = %+v, want False/RepositoryDamaged naming %s", c, blobID)
 	}
 }
+
+// Issue 30: a stale repository record never vouches for a manifest written after it. A manifest
+// that appears after the last run listed the repository (here a hand-made one naming no
+// snapshot) is not "latest": restoring latest restores the newest checked backup and says which
+// newer one it passed over.
+func TestKopiaManifestNewerThanTheLastCheckIsNotLatest(t *testing.T) {
+	w := newWorld(t)
+	src := volume(t)
+	pb := w.kopiaBackup("app", "0 * * * *")
+	w.create(pb)
+	first := pb.CreationTimestamp.Time
+	w.kopiaRun(pb, first, 1, src)
+	good := pb.Status.LastRun.ID
+	unchecked := runID(first.Add(90*time.Minute), false)
+	w.handMadeManifest(pb, good, unchecked, "k0123456789abcdef0123456789abcdef")
+	w.clock.Set(first.Add(100 * time.Minute))
+
+	pr := newRestore(w.ns, "back", "app")
+	w.must(k8s.Create(testCtx, pr))
+	w.reconcileRestore(pr)
+	if pr.Status.BackupID != good {
+		t.Fatalf("restore of latest chose %q, want %s, the newest backup the last run checked", pr.Status.BackupID, good)
+	}
+	if c := condition2(pr); !strings.Contains(c.Message, unchecked) || !strings.Contains(c.Message, "not checked") {
+		t.Errorf("Complete = %+v, want it to name %s as not checked yet", c, unchecked)
+	}
+}

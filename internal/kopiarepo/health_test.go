@@ -2,13 +2,19 @@ package kopiarepo
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/kopia/kopia/repo"
+	"github.com/kopia/kopia/repo/blob"
+	"github.com/kopia/kopia/repo/object"
 	"github.com/minio/minio-go/v7"
 )
 
@@ -153,5 +159,60 @@ func TestHealthOfALostDataPack(t *testing.T) {
 	if len(h.LostBlobs) != 1 || h.LostBlobs[0].Metadata || h.Problems[first.ID] == "" || h.Problems[second.ID] == "" {
 		t.Errorf("health = %+v, want the lost pack and both snapshots damaged", h)
 	}
-	_ = os.Remove
+}
+
+// What Health costs per run on a repository of many files (not in make test; docs/backup-restore.md
+// "Repository checks" has the numbers):
+//
+//	HEALTH_FILES=100000 go test -run TestHealthCost -v ./internal/kopiarepo/
+func TestHealthCost(t *testing.T) {
+	n, _ := strconv.Atoi(os.Getenv("HEALTH_FILES"))
+	if n == 0 {
+		t.Skip("HEALTH_FILES is not set")
+	}
+	b := newBucket(t)
+	cfg := b.config("cost")
+	src := t.TempDir()
+	for i := 0; i < n; i++ {
+		writeFile(t, filepath.Join(src, fmt.Sprintf("d%03d", i%1000), fmt.Sprintf("f%06d", i)), []byte(fmt.Sprintf("file %d\n", i)), 0o644)
+	}
+	r := openRepo(t, cfg, testPassword)
+	ctx := testContext(t)
+	if _, err := r.Backup(ctx, src, BackupOptions{Source: "ns/pvc"}); err != nil {
+		t.Fatal(err)
+	}
+	r2, err := Open(ctx, cfg, testPassword, Options{CacheDir: t.TempDir()}) // a new Job: empty cache
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r2.Close(context.Background())
+	start := time.Now()
+	h, err := r2.Health(ctx)
+	if err != nil || h.Damaged() {
+		t.Fatalf("health: %+v, %v", h, err)
+	}
+	healthy := time.Since(start)
+	// The worst case of a lost pack: a walk of the whole tree (a loss in none of it).
+	dr := r2.rep.(repo.DirectRepository)
+	deps := &dependencies{rep: r2.rep, cr: dr.ContentReader(), lost: map[blob.ID]*LostBlob{"pnone": {ID: "pnone"}}, seen: map[object.ID]string{}}
+	start = time.Now()
+	if p, err := deps.ofSnapshot(ctx, h.Snapshots[0]); p != "" || err != nil {
+		t.Fatalf("walk: %q, %v", p, err)
+	}
+	walk := time.Since(start)
+	// The same with a lost pack: every snapshot's tree is walked.
+	ps := b.blobsByAge(t, "cost", "p")
+	b.remove(t, ps[len(ps)-1])
+	r3, err := Open(ctx, cfg, testPassword, Options{CacheDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r3.Close(context.Background())
+	start = time.Now()
+	h, err = r3.Health(ctx)
+	if err != nil || !h.Damaged() {
+		t.Fatalf("health after a lost pack: %+v, %v", h.LostBlobs, err)
+	}
+	t.Logf("%d files: Health %v on a healthy repository; a lost pack: %v (the walk stops at the first loss), %v to walk the whole tree",
+		n, healthy.Round(time.Millisecond), time.Since(start).Round(time.Millisecond), walk.Round(time.Millisecond))
 }
