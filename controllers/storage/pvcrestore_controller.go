@@ -415,16 +415,21 @@ func computeRestoreStatus(pr *storagev1.PVCRestore, s *restoreScope, err error) 
 		return // transient: keep the last observation
 	case s.waiting != "":
 		st.Phase = storagev1.RestoreRestoring
-		set(metav1.ConditionFalse, s.waiting, s.waitingMessage)
+		set(metav1.ConditionFalse, s.waiting, withNote(s.waitingMessage, s.note))
 	default:
 		st.Phase = storagev1.RestoreRestoring
-		msg := fmt.Sprintf("restoring backup %s into %s", st.BackupID, st.TargetPVC)
-		if s.note != "" {
-			msg += "; " + s.note
-		}
-		set(metav1.ConditionFalse, ReasonRestoring, msg)
+		set(metav1.ConditionFalse, ReasonRestoring, withNote(fmt.Sprintf("restoring backup %s into %s", st.BackupID, st.TargetPVC), s.note))
 	}
 	st.ObservedGeneration = pr.Generation
+}
+
+// withNote is msg with the note of the source's resolution (newer broken backups passed over by
+// "latest"), which the Complete condition keeps saying while the restore runs or waits.
+func withNote(msg, note string) string {
+	if note == "" {
+		return msg
+	}
+	return msg + "; " + note
 }
 
 func (r *PVCRestoreReconciler) recordRestoreTransition(base, pr *storagev1.PVCRestore, s *restoreScope) {
