@@ -54,6 +54,9 @@ type RedisCacheReconciler struct {
 	PodAddress PodAddress
 	// Now is the clock of the failover timeout (default time.Now).
 	Now func() time.Time
+
+	// probe pings the primaries (set up by SetupWithManager; nil for a reconciler used alone).
+	probe *primaryProbe
 }
 
 func (r *RedisCacheReconciler) now() time.Time {

@@ -47,8 +47,16 @@ const (
 	replicationResync = 30 * time.Second
 	// switchoverPause is how long writes are held on a primary that hands over (scale-down).
 	switchoverPause = 4 * time.Second
-	// defaultFailoverAfter is spec.replication.failoverAfterSeconds when unset.
-	defaultFailoverAfter = 10 * time.Second
+	// defaultFailoverAfter is spec.replication.failoverAfterSeconds when unset (the CRD defaults
+	// it too, see its doc).
+	defaultFailoverAfter = 5 * time.Second
+	// defaultMinReplicasMaxLag is spec.replication.minReplicasMaxLagSeconds when unset.
+	defaultMinReplicasMaxLag = 5
+	// demotionRecheck is how often a cache is looked at while a former primary has not been
+	// seen demoted (it hangs or is cut off, and may come back believing it is the primary), for
+	// at most demotionWatch after the failover; then the resync's 30 s.
+	demotionRecheck = time.Second
+	demotionWatch   = 5 * time.Minute
 )
 
 // Failover reasons (status.replication.lastFailover.reason and the PrimaryAvailable condition).
@@ -75,6 +83,11 @@ type RedisAdmin interface {
 	// EnsurePassword makes the server at addr accept password (authenticating with previous
 	// while it does not yet) and, when previous is "", only password; it reports a change.
 	EnsurePassword(ctx context.Context, addr, password, previous string) (bool, error)
+	// EnsureMinReplicas sets the write guard of the server at addr (min-replicas-to-write,
+	// min-replicas-max-lag) when it differs; it reports a change.
+	EnsureMinReplicas(ctx context.Context, addr, password string, m redisadmin.MinReplicas) (bool, error)
+	// KillClients disconnects the clients of the server at addr (not its replication links).
+	KillClients(ctx context.Context, addr, password string) error
 }
 
 // PodAddress is where the operator and the other Redis servers reach the Redis of pod.
@@ -255,6 +268,9 @@ type replicationObservation struct {
 	lag map[string]int64
 	// wait > 0: decide again after it (a primary waited for).
 	wait time.Duration
+	// recheck > 0: look again after it although the replication is as decided (a former
+	// primary not seen demoted yet).
+	recheck time.Duration
 }
 
 // reconcileReplication elects or keeps the primary, fails over, and points every other pod at
@@ -268,10 +284,7 @@ func (r *RedisCacheReconciler) reconcileReplication(ctx context.Context, s *scop
 		return err
 	}
 	now := s.obs.now
-	since := now
-	if c := meta.FindStatusCondition(s.cache.Status.Conditions, cachev1beta1.ConditionPrimaryAvailable); c != nil && c.Status == metav1.ConditionFalse {
-		since = c.LastTransitionTime.Time
-	}
+	since := r.unavailableSince(s.cache, members, now)
 	previous := ""
 	if st := s.cache.Status.Replication; st != nil {
 		previous = st.Primary
@@ -299,17 +312,111 @@ func (r *RedisCacheReconciler) reconcileReplication(ctx context.Context, s *scop
 		if err := r.failover(ctx, s, e, f); err != nil {
 			return err
 		}
+	} else if err := r.ensureMinReplicas(ctx, s, e.primary); err != nil {
+		return err
 	}
 	p := e.primary
 	obs.failover = promotionOf(p.pod)
-	if e.planned && !e.promote {
-		obs.reason, obs.message = ReasonNoCandidate, e.message+"; no remaining replica is ready to take over"
-		obs.primary, obs.available = p.pod.Name, true
-		return r.reconcileReplicas(ctx, s, p, members)
-	}
 	obs.primary, obs.available = p.pod.Name, true
 	obs.reason, obs.message = ReasonPrimaryElected, fmt.Sprintf("%s is the primary", p.pod.Name)
-	return r.reconcileReplicas(ctx, s, p, members)
+	if e.planned && !e.promote {
+		obs.reason, obs.message = ReasonNoCandidate, e.message+"; no remaining replica is ready to take over"
+	}
+	if err := r.reconcileReplicas(ctx, s, p, members); err != nil {
+		return err
+	}
+	if formerPrimaryAtLarge(p, members, now) {
+		obs.recheck = demotionRecheck
+	}
+	return nil
+}
+
+// unavailableSince is when the labelled primary was first seen unavailable: when the
+// PrimaryAvailable condition turned False, or earlier, when the primaryProbe's PING first went
+// unanswered; now when it is available.
+func (r *RedisCacheReconciler) unavailableSince(rc *cachev1beta1.RedisCache, members []*member, now time.Time) time.Time {
+	since := now
+	if c := meta.FindStatusCondition(rc.Status.Conditions, cachev1beta1.ConditionPrimaryAvailable); c != nil && c.Status == metav1.ConditionFalse {
+		since = c.LastTransitionTime.Time
+	}
+	for _, m := range members {
+		if m.role() != rolePrimary {
+			continue
+		}
+		if t, silent := r.probe.silentSince(m.pod.UID); silent && t.Before(since) {
+			since = t
+		}
+	}
+	return since
+}
+
+// formerPrimaryAtLarge tells whether the primary p replaced, by its last promotion (less than
+// demotionWatch ago), is still running without being seen as a replica of p: hung or cut off, it
+// may come back believing it is the primary, and must be demoted as soon as it answers.
+func formerPrimaryAtLarge(p *member, members []*member, now time.Time) bool {
+	f := promotionOf(p.pod)
+	if f == nil || f.From == "" || now.Sub(f.Time.Time) > demotionWatch {
+		return false
+	}
+	for _, m := range members {
+		if m.pod.Name == f.From && !m.gone() && m.pod.Status.Phase == corev1.PodRunning {
+			return !m.replicates(p)
+		}
+	}
+	return false
+}
+
+// minReplicasFor is the write guard of rc's primary (spec.replication.minReplicasToWrite and
+// minReplicasMaxLagSeconds): by default one replica with 2 or more pods, never more than the
+// replicas there are (spec.replicas - 1), so a scale-down does not leave a primary that refuses
+// every write.
+func minReplicasFor(rc *cachev1beta1.RedisCache) redisadmin.MinReplicas {
+	m := redisadmin.MinReplicas{ToWrite: 1, MaxLagSeconds: defaultMinReplicasMaxLag}
+	if r := rc.Spec.Replication; r != nil {
+		if r.MinReplicasToWrite != nil {
+			m.ToWrite = *r.MinReplicasToWrite
+		}
+		if r.MinReplicasMaxLagSeconds != nil {
+			m.MaxLagSeconds = *r.MinReplicasMaxLagSeconds
+		}
+	}
+	m.ToWrite = max(min(m.ToWrite, desiredReplicas(rc)-1), 0)
+	return m
+}
+
+// ensureMinReplicas gives the primary p the write guard of the spec (live, CONFIG SET).
+func (r *RedisCacheReconciler) ensureMinReplicas(ctx context.Context, s *scope, p *member) error {
+	if p.info == nil {
+		return nil
+	}
+	m := minReplicasFor(s.cache)
+	changed, err := r.redis().EnsureMinReplicas(ctx, p.addr(), s.password, m)
+	if err != nil {
+		return fmt.Errorf("set the write guard of %s: %w", p.pod.Name, err)
+	}
+	if changed {
+		log.FromContext(ctx).Info("set the primary's write guard", "pod", p.pod.Name, "minReplicasToWrite", m.ToWrite, "maxLagSeconds", m.MaxLagSeconds)
+	}
+	return nil
+}
+
+// demote makes m, a server that answers as a primary although it is not the elected one (a
+// former primary that hung or was cut off), a replica of p, then disconnects its clients: those
+// that kept a connection open to it reconnect through the Service, to p. What m took alone is
+// dropped by its resync from p: the writes min-replicas-max-lag still let through.
+func (r *RedisCacheReconciler) demote(ctx context.Context, s *scope, m, p *member) error {
+	if err := r.redis().ReplicaOf(ctx, m.addr(), s.password, p.host, p.port); err != nil {
+		return fmt.Errorf("demote %s: %w", m.pod.Name, err)
+	}
+	if err := r.redis().KillClients(ctx, m.addr(), s.password); err != nil {
+		return fmt.Errorf("disconnect the clients of the demoted %s: %w", m.pod.Name, err)
+	}
+	log.FromContext(ctx).Info("demoted a former primary and disconnected its clients", "pod", m.pod.Name, "primary", p.pod.Name)
+	if r.Recorder != nil {
+		r.Recorder.Eventf(s.cache, corev1.EventTypeWarning, "Demoted", "%s answered as a primary beside %s: made it a replica of %s and disconnected its clients",
+			m.pod.Name, p.pod.Name, p.pod.Name)
+	}
+	return nil
 }
 
 // failover moves the primary role from e.old to e.primary, in the order that never leaves two
@@ -327,12 +434,16 @@ func (r *RedisCacheReconciler) failover(ctx context.Context, s *scope, e electio
 			return err
 		}
 		if o.info != nil && !o.gone() {
-			if err := r.redis().ReplicaOf(ctx, o.addr(), s.password, e.primary.host, e.primary.port); err != nil {
-				logger.Info("could not demote the old primary; it is fenced by its label and re-pointed later", "pod", o.pod.Name, "error", err.Error())
+			if err := r.demote(ctx, s, o, e.primary); err != nil {
+				logger.Info("could not demote the old primary; it is fenced by its label and demoted when it answers", "pod", o.pod.Name, "error", err.Error())
 			}
 		}
 	}
 	p := e.primary
+	// The write guard before the first write can reach p.
+	if err := r.ensureMinReplicas(ctx, s, p); err != nil {
+		logger.Info("promoting without the write guard; set at the next reconcile", "pod", p.pod.Name, "error", err.Error())
+	}
 	if p.info.Role != redisadmin.RolePrimary {
 		if err := r.redis().ReplicaOf(ctx, p.addr(), s.password, "", 0); err != nil {
 			return fmt.Errorf("promote %s: %w", p.pod.Name, err)
@@ -389,8 +500,13 @@ func (r *RedisCacheReconciler) reconcileReplicas(ctx context.Context, s *scope, 
 		role := ""
 		switch {
 		case m.info == nil:
+		case m.info.Role == redisadmin.RolePrimary:
+			// A former primary that came back (it hung, or was cut off): it still takes writes.
+			if err := r.demote(ctx, s, m, p); err != nil {
+				return err
+			}
 		case !m.replicates(p):
-			// A new pod, one still fenced, or a former primary that came back: follow p.
+			// A new pod, or one still fenced: follow p.
 			if err := r.redis().ReplicaOf(ctx, m.addr(), s.password, p.host, p.port); err != nil {
 				return fmt.Errorf("point %s at the primary: %w", m.pod.Name, err)
 			}

@@ -344,6 +344,9 @@ func TestReplicationElectsAPrimaryAndRoutesTheServices(t *testing.T) {
 func TestReplicationFailsOverToTheMostUpToDateReplica(t *testing.T) {
 	ns := newNamespace(t)
 	rc := replicationCache(ns, "fo", 3, 3600) // only the deletion may trigger the failover
+	// The story drops the primary's replication links while it writes: without the write guard
+	// (see TestReplicationPrimaryCutOffFromItsReplicasRefusesWrites) it takes the writes alone.
+	rc.Spec.Replication.MinReplicasToWrite = ptr.To[int32](0)
 	procs, pods := startReplicationCache(t, rc)
 	waitForPrimary(t, rc, "fo-0")
 	stop := watchPrimaries(t, rc)
@@ -407,6 +410,9 @@ func TestReplicationFailsOverToTheMostUpToDateReplica(t *testing.T) {
 func TestReplicationFencesAReturningPrimary(t *testing.T) {
 	ns := newNamespace(t)
 	rc := replicationCache(ns, "fence", 2, 1)
+	// The new primary takes a write while its only replica (the old primary) is frozen: without
+	// the write guard, which would refuse it (NOREPLICAS, the price of the guard on 2 pods).
+	rc.Spec.Replication.MinReplicasToWrite = ptr.To[int32](0)
 	procs, pods := startReplicationCache(t, rc)
 	waitForPrimary(t, rc, "fence-0")
 	stop := watchPrimaries(t, rc)

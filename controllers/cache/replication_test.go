@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	cachev1beta1 "github.com/okgoes/okgoes-operator/api/cache/v1beta1"
 	"github.com/okgoes/okgoes-operator/internal/redisadmin"
 )
 
@@ -215,4 +216,63 @@ func containsLine(text, line string) bool {
 		}
 	}
 	return false
+}
+
+// TestMinReplicasFor: the write guard asks for one replica by default with 2 or more pods, never
+// more than there are replicas (a single pod, or a scale-down, must not refuse every write), and
+// takes the spec's values otherwise.
+func TestMinReplicasFor(t *testing.T) {
+	i32 := func(v int32) *int32 { return &v }
+	for _, tc := range []struct {
+		name     string
+		replicas int32
+		spec     *cachev1beta1.Replication
+		want     redisadmin.MinReplicas
+	}{
+		{"one pod: off", 1, nil, redisadmin.MinReplicas{ToWrite: 0, MaxLagSeconds: 5}},
+		{"scaled to 0", 0, nil, redisadmin.MinReplicas{ToWrite: 0, MaxLagSeconds: 5}},
+		{"two pods: one replica", 2, nil, redisadmin.MinReplicas{ToWrite: 1, MaxLagSeconds: 5}},
+		{"three pods, defaults", 3, &cachev1beta1.Replication{}, redisadmin.MinReplicas{ToWrite: 1, MaxLagSeconds: 5}},
+		{"asked for 2 of 2 replicas, lag 10", 3, &cachev1beta1.Replication{MinReplicasToWrite: i32(2), MinReplicasMaxLagSeconds: i32(10)},
+			redisadmin.MinReplicas{ToWrite: 2, MaxLagSeconds: 10}},
+		{"asked for more than there are", 2, &cachev1beta1.Replication{MinReplicasToWrite: i32(3)}, redisadmin.MinReplicas{ToWrite: 1, MaxLagSeconds: 5}},
+		{"turned off", 3, &cachev1beta1.Replication{MinReplicasToWrite: i32(0)}, redisadmin.MinReplicas{ToWrite: 0, MaxLagSeconds: 5}},
+	} {
+		rc := &cachev1beta1.RedisCache{Spec: cachev1beta1.RedisCacheSpec{Replicas: &tc.replicas, Replication: tc.spec}}
+		if got := minReplicasFor(rc); got != tc.want {
+			t.Errorf("%s: %+v, want %+v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestFormerPrimaryAtLarge: the operator keeps looking (every second) while the pod its last
+// promotion replaced runs without being a replica of the primary, for at most demotionWatch.
+func TestFormerPrimaryAtLarge(t *testing.T) {
+	now := time.Now()
+	promoted := func(from string, at time.Time) *member {
+		p := testMember(1, rolePrimary, true, primaryAt(100))
+		p.pod.Annotations = map[string]string{promotedAnnotation: `{"time":"` + at.UTC().Format(time.RFC3339) + `","from":"` + from + `","to":"c-1","reason":"PrimaryUnavailable"}`}
+		return p
+	}
+	running := func(m *member) *member { m.pod.Status.Phase = corev1.PodRunning; return m }
+	silent := running(testMember(0, "", true, nil))
+	following := running(testMember(0, "", true, &redisadmin.Info{Role: redisadmin.RoleReplica, MasterHost: "10.0.0.1", MasterPort: 6379}))
+	stillPrimary := running(testMember(0, "", true, primaryAt(90)))
+	for _, tc := range []struct {
+		name    string
+		p       *member
+		members []*member
+		want    bool
+	}{
+		{"silent former primary", promoted("c-0", now), []*member{silent}, true},
+		{"former primary answering as a primary", promoted("c-0", now), []*member{stillPrimary}, true},
+		{"former primary follows", promoted("c-0", now), []*member{following}, false},
+		{"former primary gone", promoted("c-0", now), nil, false},
+		{"first election", promoted("", now), []*member{silent}, false},
+		{"failover long ago", promoted("c-0", now.Add(-demotionWatch-time.Minute)), []*member{silent}, false},
+	} {
+		if got := formerPrimaryAtLarge(tc.p, append(tc.members, tc.p), now); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
 }

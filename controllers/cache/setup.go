@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	cachev1beta1 "github.com/okgoes/okgoes-operator/api/cache/v1beta1"
 	"github.com/okgoes/okgoes-operator/internal/flowcontrol"
@@ -41,6 +42,14 @@ func (r *RedisCacheReconciler) SetupWithManager(mgr ctrl.Manager, opts Options) 
 		predicate.LabelChangedPredicate{},
 		predicate.AnnotationChangedPredicate{},
 	)
+	addr := r.PodAddress
+	if addr == nil {
+		addr = podIPAddress
+	}
+	r.probe = newPrimaryProbe(mgr.GetClient(), addr, r.now)
+	if err := mgr.Add(r.probe); err != nil {
+		return err
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&cachev1beta1.RedisCache{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Owns(&appsv1.Deployment{}, builder.WithPredicates(predicate.Or(drift, deploymentReadinessChanged()))).
@@ -48,6 +57,8 @@ func (r *RedisCacheReconciler) SetupWithManager(mgr ctrl.Manager, opts Options) 
 		// The pods of a cache in Replication mode: a deleted, restarted or unready pod may need a
 		// failover now, not at the next resync.
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(replicationPodToCache)).
+		// A primary that stops (or starts again) answering the operator's PING (see primaryProbe).
+		WatchesRawSource(source.Channel(r.probe.events, handler.EnqueueRequestsFromMapFunc(replicationPodToCache))).
 		Owns(&policyv1.PodDisruptionBudget{}, builder.WithPredicates(drift)).
 		// ConfigMaps and Services have no metadata.generation: compare their content instead.
 		Owns(&corev1.ConfigMap{}, builder.WithPredicates(predicate.Or(drift, contentChanged(func(cm *corev1.ConfigMap) any {

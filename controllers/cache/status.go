@@ -183,6 +183,8 @@ func requeueAfter(st cachev1beta1.RedisCacheStatus, obs observation) time.Durati
 		return 0
 	case obs.replication != nil && obs.replication.wait > 0:
 		return obs.replication.wait // the failover deadline of an unavailable primary
+	case obs.replication != nil && obs.replication.recheck > 0:
+		return obs.replication.recheck // a former primary to demote as soon as it answers
 	case meta.IsStatusConditionTrue(st.Conditions, cachev1beta1.ConditionReady) && obs.statefulSet != nil:
 		return replicationResync // Redis tells no one when a primary hangs: look again
 	case meta.IsStatusConditionTrue(st.Conditions, cachev1beta1.ConditionReady):

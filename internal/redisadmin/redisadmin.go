@@ -8,6 +8,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"net"
 	"strconv"
 	"strings"
 	"time"
@@ -113,6 +114,77 @@ func (c Client) PauseWrites(ctx context.Context, addr, password string, d time.D
 	}
 	if err := rdb.Do(ctx, args...).Err(); err != nil {
 		return fmt.Errorf("%v at %s: %w", args[:2], addr, err)
+	}
+	return nil
+}
+
+// KillClients disconnects the clients of the server at addr (CLIENT KILL TYPE normal, then
+// pubsub); replication links and the caller's own connection stay. A former primary's clients
+// reconnect, through the Service, to the new primary instead of writing to a replica (refused)
+// or, worse, to a server that still takes writes nobody will keep.
+func (c Client) KillClients(ctx context.Context, addr, password string) error {
+	rdb := c.client(addr, password)
+	defer func() { _ = rdb.Close() }()
+	for _, kind := range []string{"normal", "pubsub"} {
+		if err := rdb.Do(ctx, "CLIENT", "KILL", "TYPE", kind).Err(); err != nil {
+			return fmt.Errorf("CLIENT KILL TYPE %s at %s: %w", kind, addr, err)
+		}
+	}
+	return nil
+}
+
+// MinReplicas is the write guard of a primary: it refuses writes (NOREPLICAS) while fewer than
+// ToWrite replicas acknowledged the replication stream within MaxLagSeconds. ToWrite 0 is off.
+type MinReplicas struct {
+	ToWrite, MaxLagSeconds int32
+}
+
+// EnsureMinReplicas sets min-replicas-to-write and min-replicas-max-lag of the server at addr to
+// m (CONFIG SET, no restart) when they differ, and reports whether it changed them.
+func (c Client) EnsureMinReplicas(ctx context.Context, addr, password string, m MinReplicas) (bool, error) {
+	rdb := c.client(addr, password)
+	defer func() { _ = rdb.Close() }()
+	cur, err := rdb.ConfigGet(ctx, "min-replicas-*").Result()
+	if err != nil {
+		return false, fmt.Errorf("CONFIG GET min-replicas-* at %s: %w", addr, err)
+	}
+	want := map[string]string{
+		"min-replicas-to-write": strconv.Itoa(int(m.ToWrite)),
+		"min-replicas-max-lag":  strconv.Itoa(int(m.MaxLagSeconds)),
+	}
+	if cur["min-replicas-to-write"] == want["min-replicas-to-write"] && cur["min-replicas-max-lag"] == want["min-replicas-max-lag"] {
+		return false, nil
+	}
+	// One parameter per CONFIG SET (Redis 6 takes no more); the lag first, so that a guard being
+	// turned on never runs with an old lag.
+	for _, k := range []string{"min-replicas-max-lag", "min-replicas-to-write"} {
+		if err := rdb.ConfigSet(ctx, k, want[k]).Err(); err != nil {
+			return false, fmt.Errorf("CONFIG SET %s at %s: %w", k, addr, err)
+		}
+	}
+	return true, nil
+}
+
+// Alive tells whether the server at addr answers at all within timeout: it sends PING on a new
+// connection and takes any reply, an error such as NOAUTH included, as a sign of life. It needs no
+// password: it is the operator's frequent look at a primary (see controllers/cache primaryProbe),
+// which must notice a server that hangs or is cut off, not judge its state.
+func Alive(ctx context.Context, addr string, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	conn, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return fmt.Errorf("dial %s: %w", addr, err)
+	}
+	defer func() { _ = conn.Close() }()
+	deadline, _ := ctx.Deadline()
+	_ = conn.SetDeadline(deadline)
+	if _, err := conn.Write([]byte("PING\r\n")); err != nil {
+		return fmt.Errorf("PING %s: %w", addr, err)
+	}
+	b := make([]byte, 1)
+	if _, err := conn.Read(b); err != nil {
+		return fmt.Errorf("PING %s: no answer within %s: %w", addr, timeout, err)
 	}
 	return nil
 }

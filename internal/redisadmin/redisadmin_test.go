@@ -5,6 +5,8 @@ import (
 	"net"
 	"os/exec"
 	"strconv"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -124,4 +126,96 @@ func portOf(addr string) int32 {
 	_, p, _ := net.SplitHostPort(addr)
 	n, _ := strconv.Atoi(p)
 	return int32(n)
+}
+
+// TestAliveTellsAHungServerFromAnAnsweringOne: a server that answers (even NOAUTH: it has a
+// password the probe does not know) is alive; the same server frozen (SIGSTOP: the kernel still
+// accepts its connections) is not, within the timeout; a port nobody listens on is not either.
+func TestAliveTellsAHungServerFromAnAnsweringOne(t *testing.T) {
+	ctx := context.Background()
+	addr, cmd := startRedisCmd(t, "--requirepass", "secret")
+	if err := Alive(ctx, addr, time.Second); err != nil {
+		t.Fatalf("an answering server (NOAUTH) is not alive: %v", err)
+	}
+	if err := cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Signal(syscall.SIGCONT) }()
+	if err := Alive(ctx, addr, 300*time.Millisecond); err == nil {
+		t.Error("a frozen server is alive")
+	}
+	if err := Alive(ctx, "127.0.0.1:1", 300*time.Millisecond); err == nil {
+		t.Error("a port nobody listens on is alive")
+	}
+	_ = cmd.Process.Signal(syscall.SIGCONT)
+	if err := Alive(ctx, addr, time.Second); err != nil {
+		t.Errorf("the thawed server is not alive: %v", err)
+	}
+}
+
+// TestWriteGuardAndClientKill: EnsureMinReplicas sets the write guard once (a second call changes
+// nothing) and a primary without the replica it asks for refuses writes (NOREPLICAS);
+// KillClients closes a client's open connection but not the caller's.
+func TestWriteGuardAndClientKill(t *testing.T) {
+	ctx := context.Background()
+	a := startRedis(t)
+	c := Client{Timeout: time.Second}
+	m := MinReplicas{ToWrite: 1, MaxLagSeconds: 7}
+	if changed, err := c.EnsureMinReplicas(ctx, a, "", m); err != nil || !changed {
+		t.Fatalf("first EnsureMinReplicas: changed %v, %v", changed, err)
+	}
+	if changed, err := c.EnsureMinReplicas(ctx, a, "", m); err != nil || changed {
+		t.Errorf("second EnsureMinReplicas: changed %v, %v; want no change", changed, err)
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: a, DisableIdentity: true, Protocol: 2, MaxRetries: -1, PoolSize: 1})
+	defer rdb.Close()
+	if got, err := rdb.ConfigGet(ctx, "min-replicas-*").Result(); err != nil || got["min-replicas-to-write"] != "1" || got["min-replicas-max-lag"] != "7" {
+		t.Errorf("CONFIG GET min-replicas-*: %v %v", got, err)
+	}
+	if err := rdb.Set(ctx, "k", "v", 0).Err(); err == nil || !strings.HasPrefix(err.Error(), "NOREPLICAS") {
+		t.Errorf("a write to a primary without replicas under min-replicas-to-write 1: %v, want NOREPLICAS", err)
+	}
+	// A client with a connection open (raw: go-redis would quietly dial a new one).
+	conn, err := net.Dial("tcp", a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	buf := make([]byte, 64)
+	if _, err := conn.Write([]byte("PING\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Read(buf); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.KillClients(ctx, a, ""); err != nil {
+		t.Fatal(err)
+	}
+	_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if n, err := conn.Read(buf); err == nil {
+		t.Errorf("a client's connection survived KillClients: read %q", buf[:n])
+	}
+}
+
+func startRedisCmd(t *testing.T, args ...string) (string, *exec.Cmd) {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	_ = l.Close()
+	cmd := exec.Command("redis-server", append([]string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--dir", t.TempDir()}, args...)...)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Signal(syscall.SIGCONT); _ = cmd.Process.Kill(); _, _ = cmd.Process.Wait() })
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	for i := 0; Alive(context.Background(), addr, time.Second) != nil; i++ {
+		if i > 100 {
+			t.Fatal("redis-server did not start")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return addr, cmd
 }

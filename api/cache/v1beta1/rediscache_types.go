@@ -144,14 +144,42 @@ const (
 // Replication tunes the primary/replica mode.
 type Replication struct {
 	// FailoverAfterSeconds is how long a primary that still exists but is not ready or does not
-	// answer the operator is waited for before a replica is promoted. A primary pod that is
-	// deleted, or whose Redis restarted (and so lost its data), is replaced at once.
-	// +kubebuilder:default=10
+	// answer the operator (which pings it every second) is waited for before a replica is
+	// promoted. A primary pod that is deleted, or whose Redis restarted (and so lost its data), is
+	// replaced at once. The default, 5, rides out the pauses of a healthy Redis (a fork for a
+	// snapshot, a slow command) and keeps the write outage of a hung or cut-off primary under
+	// 10 s (see docs/rediscache.md). A value stored before (the CRD defaulted 10 into every
+	// spec.replication until 0.5.0) is kept.
+	// +kubebuilder:default=5
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=3600
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Failover After (seconds)",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:number","urn:alm:descriptor:com.tectonic.ui:fieldDependency:mode:Replication"}
 	FailoverAfterSeconds *int32 `json:"failoverAfterSeconds,omitempty"`
+
+	// MinReplicasToWrite is Redis's min-replicas-to-write on the primary: it refuses writes
+	// (NOREPLICAS) while fewer replicas than this have acknowledged the replication stream within
+	// MinReplicasMaxLagSeconds. A primary cut off from its replicas so stops taking writes that a
+	// failover would throw away; the price is that writes also stop when no replica is in sync
+	// (e.g. the only replica of a 2-pod cache restarts). Default 1 with 2 or more pods; 0 turns
+	// it off; capped at replicas-1, so a scale-down never leaves a primary that refuses every
+	// write. Applied live (CONFIG SET): changing it restarts no pod.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Min Replicas To Write",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:number","urn:alm:descriptor:com.tectonic.ui:fieldDependency:mode:Replication"}
+	MinReplicasToWrite *int32 `json:"minReplicasToWrite,omitempty"`
+
+	// MinReplicasMaxLagSeconds is Redis's min-replicas-max-lag: how long a replica may go without
+	// acknowledging (replicas do every second) and still count for MinReplicasToWrite. It bounds
+	// the writes a cut-off primary still acknowledges, and then loses in the failover, to about
+	// this many seconds of writes (plus up to 2 s: Redis counts its replicas once a second).
+	// +kubebuilder:default=5
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=3600
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Min Replicas Max Lag (seconds)",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:number","urn:alm:descriptor:com.tectonic.ui:fieldDependency:mode:Replication"}
+	MinReplicasMaxLagSeconds *int32 `json:"minReplicasMaxLagSeconds,omitempty"`
 }
 
 // Persistence is where and how a RedisCache keeps its data across restarts.
