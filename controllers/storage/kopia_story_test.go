@@ -304,8 +304,9 @@ func TestKopiaLostIndexBlobMarksItsBackupBroken(t *testing.T) {
 		t.Errorf("status.brokenBackups = %+v, want %s: its snapshot is not in the repository", pb.Status.BrokenBackups, two)
 	}
 	c := condition(pb, storagev1.ConditionRepositoryHealthy)
-	if c.Status != metav1.ConditionFalse || c.Reason != string(mover.ReasonRepositoryDamaged) || !strings.Contains(c.Message, two) {
-		t.Errorf("RepositoryHealthy = %+v, want False/RepositoryDamaged naming backup %s", c, two)
+	if c.Status != metav1.ConditionFalse || c.Reason != string(mover.ReasonRepositoryDamaged) || !strings.Contains(c.Message, two) ||
+		!strings.Contains(c.Message, "no index lists") {
+		t.Errorf("RepositoryHealthy = %+v, want False/RepositoryDamaged naming backup %s and the packs no index lists", c, two)
 	}
 }
 

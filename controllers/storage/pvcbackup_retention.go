@@ -160,9 +160,18 @@ func recordCheck(pb *storagev1.PVCBackup, cat catalog, now time.Time) {
 		check.Damage = truncate(fmt.Sprintf("backups %s name kopia snapshots that the repository at %s does not hold, or that lost data "+
 			"(an index blob x… lost from the bucket takes the snapshots it listed with it; a manifest copied or edited by hand may name one never made): they cannot be restored and are listed in "+
 			"status.brokenBackups; put the lost objects back from bucket versioning or a replica if you have them, or restore an older backup",
-			strings.Join(cat.Lost, ", "), rec.Repository), 2048)
+			strings.Join(cat.Lost, ", "), rec.Repository)+unindexedHint(rec), 2048)
 	}
 	pb.Status.Repository.Check = check
+}
+
+// unindexedHint names the packs no index lists, which a lost index blob leaves behind.
+func unindexedHint(rec *mover.RepositoryRecord) string {
+	if rec.UnindexedCount == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; the bucket holds %d packs that no index lists (%s): what a lost index held, or what a killed run left",
+		rec.UnindexedCount, strings.Join(rec.UnindexedPacks[:min(len(rec.UnindexedPacks), 5)], ", "))
 }
 
 // withoutUnverified moves backups whose verification failed (as history records) from the valid

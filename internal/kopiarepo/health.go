@@ -15,24 +15,22 @@ import (
 	"github.com/kopia/kopia/snapshot/snapshotfs"
 )
 
-// ErrDamaged is wrapped by IsDamaged's errors: the repository lacks, or cannot decode, an object
-// it refers to.
-var ErrDamaged = errors.New("the kopia repository is damaged")
-
 // IsDamaged tells whether err means that the repository itself is damaged (S3 answered, but a
 // blob or a content the repository refers to is not there), as opposed to an S3 outage, a
 // wrong password or an unreadable source. It is the one place kopia's errors for damage are
-// recognized; what kopia v0.22.3 gives for each kind (health_test.go):
-//   - a lost metadata pack (q…) that holds manifests: every manifest lookup, so every backup
-//     ("unable to find policy for source"), listing and restore, fails with
-//     "unable to load manifest contents: … BLOB not found" (blob.ErrBlobNotFound);
+// recognized. What kopia v0.22.3 gives for each kind (health_test.go, mover/kopia_test.go):
+//   - a lost metadata pack (q…) that holds kopia's manifests: every manifest lookup fails, so
+//     every backup ("policy of …: unable to find policy for source"), listing and restore, with
+//     "unable to load manifest contents: … failed to get blob with ID q…: BLOB not found"
+//     (blob.ErrBlobNotFound);
 //   - a lost pack (p… or q…) that holds file data or directories: reading them fails with
 //     blob.ErrBlobNotFound;
-//   - a lost index blob (x…): the contents it listed are unknown, a directory or file of an
-//     older snapshot reads as content.ErrContentNotFound, and a snapshot whose manifest it
-//     listed is gone from the list (no error: Health finds it, the catalog reports it).
+//   - a content no index lists any more fails with content.ErrContentNotFound;
+//   - a lost index blob (x…) gives no error at all: the snapshots whose manifests it listed are
+//     gone from the list (a restore of one fails ErrSnapshotNotFound), and their packs are in
+//     no index (Health.UnindexedPacks). The catalog finds their manifests without snapshots.
 func IsDamaged(err error) bool {
-	return errors.Is(err, ErrDamaged) || errors.Is(err, blob.ErrBlobNotFound) || errors.Is(err, content.ErrContentNotFound)
+	return errors.Is(err, blob.ErrBlobNotFound) || errors.Is(err, content.ErrContentNotFound)
 }
 
 // LostBlob is a pack the repository's index refers to that the bucket does not hold.
@@ -53,6 +51,10 @@ type Health struct {
 	Problems map[string]string
 	// LostBlobs are the packs the index refers to and the bucket does not hold, by ID.
 	LostBlobs []LostBlob
+	// UnindexedPacks are packs in the bucket that no index lists, by ID: a lost index blob
+	// leaves them, and so does a run killed before it wrote its index (maintenance removes
+	// those). Not damage by themselves; a hint at what a lost index held.
+	UnindexedPacks []string
 }
 
 // Damaged tells whether the repository is known to be damaged.
@@ -76,10 +78,11 @@ func (r *Repo) Health(ctx context.Context) (Health, error) {
 	if !ok {
 		return h, errors.New("the health check needs a direct repository connection")
 	}
-	lost, err := lostPacks(ctx, dr)
+	lost, unindexed, err := scanPacks(ctx, dr)
 	if err != nil {
 		return h, err
 	}
+	h.UnindexedPacks = unindexed
 	for _, b := range lost {
 		h.LostBlobs = append(h.LostBlobs, *b)
 	}
@@ -109,23 +112,28 @@ func (r *Repo) Health(ctx context.Context) (Health, error) {
 	return h, nil
 }
 
-// lostPacks lists the repository's packs and returns those the index refers to that are not
-// among them, with the number of contents each held.
-func lostPacks(ctx context.Context, dr repo.DirectRepository) (map[blob.ID]*LostBlob, error) {
-	packs := map[blob.ID]bool{}
+// scanPacks lists the repository's packs and reads its index (in memory): the packs the index
+// refers to that are not in the bucket, with the number of live contents each held, and the
+// packs in the bucket that no index entry (deleted ones included) refers to.
+func scanPacks(ctx context.Context, dr repo.DirectRepository) (map[blob.ID]*LostBlob, []string, error) {
+	packs := map[blob.ID]bool{} // in the bucket → referenced by the index
 	for _, prefix := range content.PackBlobIDPrefixes {
 		err := dr.BlobReader().ListBlobs(ctx, prefix, func(m blob.Metadata) error {
-			packs[m.BlobID] = true
+			packs[m.BlobID] = false
 			return nil
 		})
 		if err != nil {
-			return nil, fmt.Errorf("list the repository's packs: %w", err)
+			return nil, nil, fmt.Errorf("list the repository's packs: %w", err)
 		}
 	}
 	lost := map[blob.ID]*LostBlob{}
-	err := dr.ContentReader().IterateContents(ctx, content.IterateOptions{}, func(ci content.Info) error {
-		if packs[ci.PackBlobID] {
+	err := dr.ContentReader().IterateContents(ctx, content.IterateOptions{IncludeDeleted: true}, func(ci content.Info) error {
+		if _, inBucket := packs[ci.PackBlobID]; inBucket {
+			packs[ci.PackBlobID] = true
 			return nil
+		}
+		if ci.Deleted {
+			return nil // maintenance deletes the packs of deleted contents
 		}
 		b := lost[ci.PackBlobID]
 		if b == nil {
@@ -136,9 +144,16 @@ func lostPacks(ctx context.Context, dr repo.DirectRepository) (map[blob.ID]*Lost
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("read the repository's index: %w", err)
+		return nil, nil, fmt.Errorf("read the repository's index: %w", err)
 	}
-	return lost, nil
+	var unindexed []string
+	for id, referenced := range packs {
+		if !referenced {
+			unindexed = append(unindexed, string(id))
+		}
+	}
+	sort.Strings(unindexed)
+	return lost, unindexed, nil
 }
 
 // dependencies finds what a snapshot has lost, remembering each directory object it looked at.

@@ -133,6 +133,9 @@ func TestHealthOfALostIndexBlob(t *testing.T) {
 	for _, s := range h.Snapshots {
 		ids = append(ids, s.ID)
 	}
+	if len(h.UnindexedPacks) == 0 || h.Damaged() {
+		t.Errorf("health = %+v, want the second backup's packs in no index, and no damage found by the mover", h)
+	}
 	if !slices.Contains(ids, first.ID) || slices.Contains(ids, second.ID) || h.ListError != nil || h.Problems[first.ID] != "" {
 		t.Errorf("snapshots after the loss %v (problems %v), want %s and not %s", ids, h.Problems, first.ID, second.ID)
 	}

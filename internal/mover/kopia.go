@@ -249,6 +249,7 @@ func checkRepository(ctx context.Context, r *kopiarepo.Repo, store KopiaStore, j
 	if h.ListError != nil {
 		rec.Unlisted = h.ListError.Error()
 	}
+	rec.UnindexedPacks, rec.UnindexedCount = h.UnindexedPacks[:min(len(h.UnindexedPacks), 20)], len(h.UnindexedPacks)
 	data, err := json.Marshal(rec)
 	if err != nil {
 		return h, err

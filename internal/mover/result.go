@@ -96,6 +96,10 @@ type RepositoryRecord struct {
 	// Damage says what in the repository is damaged, which backups depend on it and what to do;
 	// empty when nothing is known to be.
 	Damage string `json:"damage,omitempty"`
+	// UnindexedPacks are the first (at most 20) packs in the bucket that no index lists, and
+	// UnindexedCount how many there are: what a lost index blob held (or a killed run left).
+	UnindexedPacks []string `json:"unindexedPacks,omitempty"`
+	UnindexedCount int      `json:"unindexedCount,omitempty"`
 }
 
 // RecordedSnapshot is one snapshot of a RepositoryRecord.
