@@ -32,9 +32,13 @@ func TestCheckKopiaJudgesAManifestByTheRecord(t *testing.T) {
 		{name: "listed with its snapshot", rec: record(nil)},
 		{name: "written after the listing", rec: record(func(r *mover.RepositoryRecord) { r.Manifests = nil }), problem: "not checked against the kopia repository yet"},
 		{name: "snapshot not in the repository", rec: record(func(r *mover.RepositoryRecord) { r.Snapshots = nil }), problem: "is not in the repository", lost: true},
-		{name: "snapshot of another backup", rec: record(func(r *mover.RepositoryRecord) { r.Snapshots[snap] = mover.RecordedSnapshot{Backup: "20261203T000000Z"} }),
+		{name: "snapshot of another backup", rec: record(func(r *mover.RepositoryRecord) {
+			r.Snapshots[snap] = mover.RecordedSnapshot{Backup: "20261203T000000Z"}
+		}),
 			problem: "belongs to backup 20261203T000000Z"},
-		{name: "snapshot lost data", rec: record(func(r *mover.RepositoryRecord) { r.Snapshots[snap] = mover.RecordedSnapshot{Backup: id, Problem: "content c1 was in blob p1, which is lost"} }),
+		{name: "snapshot lost data", rec: record(func(r *mover.RepositoryRecord) {
+			r.Snapshots[snap] = mover.RecordedSnapshot{Backup: id, Problem: "content c1 was in blob p1, which is lost"}
+		}),
 			problem: "blob p1, which is lost", lost: true},
 		{name: "snapshots cannot be listed", rec: record(func(r *mover.RepositoryRecord) { r.Snapshots, r.Unlisted = nil, "BLOB not found" }), problem: "cannot be read"},
 		{name: "a record that does not decode", rec: &mover.RepositoryRecord{Unlisted: "the repository record does not decode"}, problem: "does not decode"},
