@@ -156,6 +156,7 @@ func newManager(restConfig *rest.Config, c config) (ctrl.Manager, error) {
 	if err != nil {
 		return nil, err
 	}
+	outages := &storagecontrollers.APIOutages{}
 	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
 		Scheme: scheme,
 		WebhookServer: webhook.NewServer(webhook.Options{
@@ -169,7 +170,7 @@ func newManager(restConfig *rest.Config, c config) (ctrl.Manager, error) {
 		LeaderElectionNamespace:       c.leaderNamespace,
 		LeaderElectionReleaseOnCancel: true,
 		Controller:                    ctrlconfig.Controller{SkipNameValidation: &c.inTest},
-		Cache:                         cacheOptions(),
+		Cache:                         cacheOptions(outages),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("create manager: %w", err)
@@ -209,6 +210,7 @@ func newManager(restConfig *rest.Config, c config) (ctrl.Manager, error) {
 			Stores:     storagecontrollers.MinioStores,
 			MoverImage: c.moverImage,
 			S3Cache:    s3Cache,
+			Outages:    outages,
 		}
 	}
 	if err := (&storagecontrollers.PVCBackupReconciler{
@@ -238,12 +240,15 @@ func newManager(restConfig *rest.Config, c config) (ctrl.Manager, error) {
 // cacheOptions keep the manager's memory proportional to the operator's objects, not to the
 // cluster: informers of owned kinds hold only objects labelled as the operator's, and no cached
 // object keeps its managedFields (often half of its size; the controllers never read them).
-func cacheOptions() cache.Options {
+func cacheOptions(outages *storagecontrollers.APIOutages) cache.Options {
 	byObject := cachecontrollers.CachedObjects()
 	for obj, opts := range storagecontrollers.CachedObjects() {
 		byObject[obj] = opts
 	}
-	return cache.Options{ByObject: byObject, DefaultTransform: cache.TransformStripManagedFields()}
+	// A broken watch tells the storage controllers that the cache may lag the API server after
+	// an outage (controllers/storage/apioutage.go).
+	return cache.Options{ByObject: byObject, DefaultTransform: cache.TransformStripManagedFields(),
+		DefaultWatchErrorHandler: outages.WatchErrorHandler}
 }
 
 // webhookCRDs are the CRDs whose conversion webhook the manager serves. The manager may read and

@@ -83,6 +83,9 @@ type Deps struct {
 	// S3Cache, when set, shares credentials Secret reads, S3 clients and bucket checks between
 	// reconciles (the manager sets it; nil reads and checks on every reconcile).
 	S3Cache *S3Cache
+	// Outages, when set, is where the manager's watches and the reconciles note an unreachable
+	// API server: for a while after one, the Jobs of active runs are read uncached (apioutage.go).
+	Outages *APIOutages
 }
 
 func (d Deps) poll() time.Duration {
@@ -200,6 +203,11 @@ func (r *PVCBackupReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		r.reconcileNextRun,
 	)
 	switch {
+	case apiUnreachable(err):
+		// Not the work queue's growing backoff: try again soon, so that what happened during the
+		// outage is recorded right after it (apioutage.go). Nothing is written meanwhile.
+		r.Outages.Observe(s.now)
+		return ctrl.Result{RequeueAfter: apiRetry}, nil
 	case errors.Is(err, errStaleCache):
 		return ctrl.Result{RequeueAfter: staleCacheRetry}, nil
 	case errors.Is(err, errRunStarted):
@@ -220,6 +228,9 @@ func (r *PVCBackupReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		res = shorter(res, time.Second)
 	case apierrors.IsConflict(perr):
 		return ctrl.Result{RequeueAfter: staleCacheRetry}, nil // a stale copy: its newer one is on its way
+	case apiUnreachable(perr):
+		r.Outages.Observe(s.now)
+		return ctrl.Result{RequeueAfter: apiRetry}, nil
 	case perr != nil && err == nil:
 		err = perr
 	}
@@ -268,7 +279,7 @@ func (r *PVCBackupReconciler) reconcileActiveRun(ctx context.Context, s *scope) 
 	}
 
 	job := &batchv1.Job{}
-	err = r.Get(ctx, client.ObjectKey{Namespace: pb.Namespace, Name: runObjectName(pb, run)}, job)
+	err = r.runJobReader(s).Get(ctx, client.ObjectKey{Namespace: pb.Namespace, Name: runObjectName(pb, run)}, job)
 	if apierrors.IsNotFound(err) {
 		if err := r.ensureFresh(ctx, s); err != nil {
 			return err
@@ -295,6 +306,10 @@ func (r *PVCBackupReconciler) reconcileActiveRun(ctx context.Context, s *scope) 
 	case !out.finished:
 		s.stage, s.stageMessage = out.stage(ReasonUploading, "backup "+run.ID)
 		s.requeue = min(s.requeue, out.requeue(s.now, runPollInterval))
+		if r.Outages.Recent(s.now) {
+			// No Job event may come until the informer relists (apioutage.go): look again soon.
+			s.requeue = min(s.requeue, apiRetry)
+		}
 		if job.Status.Active > 0 { // only a mover that runs writes progress
 			r.readProgress(ctx, s)
 		}
@@ -330,6 +345,30 @@ func (r *PVCBackupReconciler) reconcileActiveRun(ctx context.Context, s *scope) 
 		rec.Verified, rec.VerificationMessage = &verified, msg
 	}
 	return r.finishRun(ctx, s, rec)
+}
+
+// runJobReader is where the active run's Job is read: the cache, or the API server when the
+// cache may not show the Job's end yet: for a while after an outage of the API server (the
+// informers relist late, apioutage.go), and when a scheduled time has come during the run (it is
+// counted as skipped only if the run really still goes). Neither happens at a run's start.
+func (r *PVCBackupReconciler) runJobReader(s *scope) client.Reader {
+	if r.APIReader != nil && (r.Outages.Recent(s.now) || tickDueDuringRun(s)) {
+		return r.APIReader
+	}
+	return r.Client
+}
+
+// tickDueDuringRun tells whether a scheduled time has come since the last one handled.
+func tickDueDuringRun(s *scope) bool {
+	pb := s.backup
+	if s.schedule == nil || pb.Spec.Suspend || pb.Status.ActiveRun == nil {
+		return false
+	}
+	last := pb.CreationTimestamp.Time
+	if l := pb.Status.LastScheduleTime; l != nil {
+		last = l.Time
+	}
+	return !s.schedule.Next(last).After(s.now)
 }
 
 // runDeadline is when a run must be over.

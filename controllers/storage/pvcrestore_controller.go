@@ -101,6 +101,9 @@ func (r *PVCRestoreReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	s := &restoreScope{restore: pr, now: r.Clock.Now()}
 	err := phase.Run(ctx, s, r.resolveSource, r.resolveTarget, r.runJob)
 	switch {
+	case apiUnreachable(err):
+		r.Outages.Observe(s.now)
+		return ctrl.Result{RequeueAfter: apiRetry}, nil // apioutage.go
 	case errors.Is(err, errStaleCache):
 		return ctrl.Result{RequeueAfter: staleCacheRetry}, nil
 	case errors.Is(err, errFinished):
@@ -112,6 +115,10 @@ func (r *PVCRestoreReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 		if perr := r.Status().Patch(ctx, pr, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); perr != nil {
 			if apierrors.IsConflict(perr) {
 				return ctrl.Result{RequeueAfter: staleCacheRetry}, nil // a stale copy: its newer one is on its way
+			}
+			if apiUnreachable(perr) {
+				r.Outages.Observe(s.now)
+				return ctrl.Result{RequeueAfter: apiRetry}, nil
 			}
 			if err == nil {
 				err = fmt.Errorf("patch status: %w", perr)
@@ -296,7 +303,11 @@ func (r *PVCRestoreReconciler) runJob(ctx context.Context, s *restoreScope) erro
 		pr.Status.StartTime = &metav1.Time{Time: s.now}
 	}
 	job := &batchv1.Job{}
-	err := r.Get(ctx, client.ObjectKey{Namespace: pr.Namespace, Name: restoreJobName(pr)}, job)
+	var reader client.Reader = r.Client
+	if r.Outages.Recent(s.now) && r.APIReader != nil {
+		reader = r.APIReader // the cache may not show the Job's end yet (apioutage.go)
+	}
+	err := reader.Get(ctx, client.ObjectKey{Namespace: pr.Namespace, Name: restoreJobName(pr)}, job)
 	if apierrors.IsNotFound(err) {
 		if err := ensureFresh(ctx, r.APIReader, pr); err != nil {
 			return err // the restore may have finished and its Job been deleted: never run it twice
@@ -333,6 +344,9 @@ func (r *PVCRestoreReconciler) runJob(ctx context.Context, s *restoreScope) erro
 			s.waiting, s.waitingMessage = reason, msg // else computeRestoreStatus says what is restored where
 		}
 		s.requeue = out.requeue(s.now, runPollInterval)
+		if r.Outages.Recent(s.now) {
+			s.requeue = min(s.requeue, apiRetry) // no Job event may come until the informer relists
+		}
 	case out.failed:
 		s.result = &restoreResult{storagev1.RestoreFailed, out.reason, out.message}
 	default:

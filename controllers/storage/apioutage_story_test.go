@@ -1,0 +1,126 @@
+package storage
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	storagev1 "github.com/okgoes/okgoes-operator/api/storage/v1"
+)
+
+// laggingJobs is a cache that has not relisted the Jobs (after an API server outage): Gets of
+// stale's key return stale, everything else is current.
+func laggingJobs(t *testing.T, stale *batchv1.Job) client.Client {
+	t.Helper()
+	live, err := client.NewWithWatch(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := client.ObjectKeyFromObject(stale)
+	return interceptor.NewClient(live, interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, k client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if dst, ok := obj.(*batchv1.Job); ok && k == key {
+				stale.DeepCopyInto(dst)
+				return nil
+			}
+			return c.Get(ctx, k, obj, opts...)
+		},
+	})
+}
+
+// A scheduled time comes while the cache still shows the run's Job running, though it ended (the
+// Jobs informer has not relisted after an API server outage): the tick is not counted as
+// skipped on the cache's word. The Job is read from the API server, the run is recorded, and the
+// tick is then handled like any tick after a run.
+func TestATickIsNotSkippedForARunWhoseJobEndedUnseen(t *testing.T) {
+	w := newWorld(t)
+	pb := w.backup("hourly", "0 * * * *")
+	pb.Spec.Trigger = &storagev1.Trigger{Manual: "now"}
+	w.create(pb)
+	w.reconcile(pb)
+	job := w.job(pb)
+	stale, runID := job.DeepCopy(), pb.Status.ActiveRun.ID
+	res := w.runMover(job, volume(t))
+	if !res.Succeeded() {
+		t.Fatalf("mover: %+v", res)
+	}
+	w.finishPod(job, res)
+	w.finishJob(job, true)
+
+	tick := pb.CreationTimestamp.Time.Truncate(time.Hour).Add(time.Hour)
+	w.clock.Set(tick.Add(30 * time.Second))
+	w.r.Client = laggingJobs(t, stale)
+	w.reconcile(pb)
+	if pb.Status.SkippedSchedules != 0 {
+		t.Errorf("skippedSchedules = %d: the tick was counted as overlapping a run whose Job had ended", pb.Status.SkippedSchedules)
+	}
+	if pb.Status.LastRun == nil || pb.Status.LastRun.ID != runID || pb.Status.LastRun.Result != storagev1.RunSucceeded {
+		t.Fatalf("the ended run was not recorded: last %+v, active %+v", pb.Status.LastRun, pb.Status.ActiveRun)
+	}
+}
+
+// After an API server outage (a broken watch, a failed request), the cache may show a run's Job
+// running for up to a minute after the API is back, until the Jobs informer relists: a reconcile
+// then reads the Job from the API server, and records the run whose Job ended during the outage
+// at once; and until the outage is apiOutageMemory old, an active run is looked at every apiRetry,
+// since no Job event may come before the relist.
+func TestARunIsRecordedAfterAnOutageWithoutWaitingForTheInformer(t *testing.T) {
+	w := newWorld(t)
+	pb := w.backup("daily", "@daily")
+	pb.Spec.Trigger = &storagev1.Trigger{Manual: "now"}
+	w.create(pb)
+	w.reconcile(pb)
+	job := w.job(pb)
+	stale, runID := job.DeepCopy(), pb.Status.ActiveRun.ID
+
+	w.r.Outages = &APIOutages{}
+	w.r.Outages.Observe(w.clock.Now()) // a watch broke: the API server went away
+	w.clock.Set(w.clock.Now().Add(20 * time.Second))
+	if res := w.reconcile(pb); res.RequeueAfter > apiRetry {
+		t.Errorf("an active run after an outage is looked at again in %s, want within %s", res.RequeueAfter, apiRetry)
+	}
+	res := w.runMover(job, volume(t))
+	if !res.Succeeded() {
+		t.Fatalf("mover: %+v", res)
+	}
+	w.finishPod(job, res)
+	w.finishJob(job, true)
+
+	w.clock.Set(w.clock.Now().Add(apiRetry))
+	w.r.Client = laggingJobs(t, stale)
+	w.reconcile(pb)
+	if pb.Status.LastRun == nil || pb.Status.LastRun.ID != runID || pb.Status.LastRun.Result != storagev1.RunSucceeded {
+		t.Fatalf("the run whose Job ended during the outage was not recorded: last %+v, active %+v", pb.Status.LastRun, pb.Status.ActiveRun)
+	}
+}
+
+// apiUnreachable tells an API server that cannot be reached (refused, reset, 503, timeouts) from
+// one that answered.
+func TestAPIUnreachable(t *testing.T) {
+	answered := k8s.Get(testCtx, client.ObjectKey{Namespace: "default", Name: "no-such-job"}, &batchv1.Job{})
+	if !apierrors.IsNotFound(answered) || apiUnreachable(answered) {
+		t.Errorf("NotFound counted as unreachable: %v", answered)
+	}
+	dial := func() error {
+		addr := closedPort(t)
+		c, err := (&net.Dialer{}).DialContext(testCtx, "tcp", addr)
+		if err == nil {
+			c.Close()
+		}
+		return fmt.Errorf("get mover Job: %w", &url.Error{Op: "Get", URL: "https://" + addr, Err: err})
+	}
+	for _, err := range []error{dial(), apierrors.NewServiceUnavailable("starting"), apierrors.NewTimeoutError("slow", 1), io.EOF} {
+		if !apiUnreachable(err) {
+			t.Errorf("not counted as unreachable: %v", err)
+		}
+	}
+}
