@@ -169,10 +169,11 @@ func BackupKopia(ctx context.Context, store KopiaStore, cfg objectstore.Config, 
 	mctx, mcancel := context.WithTimeout(ctx, MaintenanceTimeout)
 	defer mcancel()
 	var problems []error
-	health, err := checkRepository(mctx, r, store, job, now)
+	health, err := checkRepository(mctx, r, store, job, now) // a failed record write still sweeps what it listed
 	if err != nil {
 		problems = append(problems, err)
-	} else if err := sweep(mctx, r, store, health, source, snap.ID); err != nil {
+	}
+	if err := sweep(mctx, r, store, health, source, snap.ID); err != nil {
 		problems = append(problems, err)
 	}
 	out.damage = damageMessage(job.Kopia.Prefix, health)
