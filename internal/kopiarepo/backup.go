@@ -126,6 +126,16 @@ func (r *Repo) Backup(ctx context.Context, dir string, opts BackupOptions) (Snap
 		if err != nil {
 			return fmt.Errorf("previous snapshots of %s: %w", source, err)
 		}
+		marks, err := healMarks(wctx, w)
+		if err != nil {
+			return err
+		}
+		if len(marks) > 0 {
+			// Contents were dropped as lost or damaged (heal.go): files unchanged since the
+			// previous snapshot may name them, so every file is read again, and what was
+			// dropped uploaded again.
+			previous = nil
+		}
 
 		prog.estimateFrom(previous)
 
@@ -158,6 +168,11 @@ func (r *Repo) Backup(ctx context.Context, dir string, opts BackupOptions) (Snap
 		}
 		if _, err := snapshot.SaveSnapshot(wctx, w, man); err != nil {
 			return fmt.Errorf("save snapshot: %w", err)
+		}
+		for _, id := range marks { // this snapshot read every file: the repair is done
+			if err := w.DeleteManifest(wctx, id); err != nil {
+				return fmt.Errorf("delete repair mark %s: %w", id, err)
+			}
 		}
 		return deleteIncomplete(wctx, w, si, man.StartTime)
 	})

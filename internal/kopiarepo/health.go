@@ -11,6 +11,7 @@ import (
 	"github.com/kopia/kopia/repo"
 	"github.com/kopia/kopia/repo/blob"
 	"github.com/kopia/kopia/repo/content"
+	"github.com/kopia/kopia/repo/manifest"
 	"github.com/kopia/kopia/repo/object"
 	"github.com/kopia/kopia/snapshot/snapshotfs"
 )
@@ -127,13 +128,18 @@ func scanPacks(ctx context.Context, dr repo.DirectRepository) (map[blob.ID]*Lost
 		}
 	}
 	lost := map[blob.ID]*LostBlob{}
+	// With the deleted contents: kopia's pack GC keeps a pack while any entry names it, deleted
+	// or not, so a missing pack named by a deleted entry is lost too. Heal drops the contents of
+	// a lost pack from the index (marks them deleted), and a snapshot that still names one has
+	// lost it all the same. A dropped manifest content is not: no snapshot names one, and what
+	// it held is listed or not (a policy Heal wrote again, a snapshot the catalog finds missing).
 	err := dr.ContentReader().IterateContents(ctx, content.IterateOptions{IncludeDeleted: true}, func(ci content.Info) error {
 		if _, inBucket := packs[ci.PackBlobID]; inBucket {
 			packs[ci.PackBlobID] = true
 			return nil
 		}
-		if ci.Deleted {
-			return nil // maintenance deletes the packs of deleted contents
+		if ci.Deleted && ci.ContentID.Prefix() == manifest.ContentPrefix {
+			return nil
 		}
 		b := lost[ci.PackBlobID]
 		if b == nil {

@@ -8,16 +8,20 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"sync/atomic"
 
 	"github.com/kopia/kopia/fs"
 	"github.com/kopia/kopia/repo"
 	"github.com/kopia/kopia/repo/blob"
+	"github.com/kopia/kopia/repo/content"
 	"github.com/kopia/kopia/repo/manifest"
 	"github.com/kopia/kopia/repo/object"
 	"github.com/kopia/kopia/snapshot"
 	"github.com/kopia/kopia/snapshot/snapshotfs"
 	"golang.org/x/sys/unix"
+
+	"github.com/okgoes/okgoes-operator/internal/objectstore"
 )
 
 // RestoreParallelism is how many files a restore writes at once.
@@ -240,7 +244,10 @@ type VerifyStats struct {
 // Verify reads back every file and symlink of the snapshot, as `kopia snapshot verify
 // --verify-files-percent=100` does: each object's chunks must be in the index and in packs the
 // bucket lists, and each chunk is fetched, decrypted and checked against its hash. The small
-// files are read pack by pack (packorder.go), the rest RestoreParallelism at a time.
+// files are read pack by pack (packorder.go), the rest RestoreParallelism at a time. A file that
+// cannot be read does not stop the walk: the contents to blame are collected, and the error is
+// then a *DamageError naming them, their packs and the files (Drop drops them from the index).
+// An error of S3 stops it.
 func (r *Repo) Verify(ctx context.Context, snapshotID string) (VerifyStats, error) {
 	ctx = r.kopiaContext(ctx)
 	man, err := r.load(ctx, snapshotID)
@@ -262,23 +269,72 @@ func (r *Repo) Verify(ctx context.Context, snapshotID string) (VerifyStats, erro
 		return VerifyStats{}, fmt.Errorf("verify %s: %w", snapshotID, err)
 	}
 	var objects, bytes atomic.Int64
+	damage := &DamageError{}
+	var damageMu sync.Mutex
 	read := func(ctx context.Context, o planned) error {
 		n, err := r.verifyObject(ctx, o.oid(), packs)
-		if err != nil {
+		if err == nil {
+			objects.Add(1)
+			bytes.Add(n)
+			return nil
+		}
+		if ctx.Err() != nil || objectstore.IsNetworkError(err) {
 			return fmt.Errorf("%q: %w", plan.rel(o), err)
 		}
-		objects.Add(1)
-		bytes.Add(n)
+		damageMu.Lock()
+		defer damageMu.Unlock()
+		if found := r.blame(ctx, o.oid(), packs, damage, plan.rel(o)); !found {
+			return fmt.Errorf("%q: %w", plan.rel(o), err) // damage no content explains: as it is
+		}
 		return nil
 	}
 	err = plan.eachByPack(ctx, r.rep, r.packs, read)
 	if err == nil {
 		err = each(ctx, plan.rest, read)
 	}
+	if err == nil && len(damage.Contents) > 0 {
+		err = damage
+	}
 	if err != nil {
 		return VerifyStats{}, fmt.Errorf("verify %s: %w", snapshotID, err)
 	}
 	return VerifyStats{Objects: objects.Load(), Bytes: bytes.Load()}, nil
+}
+
+// blame adds to damage the contents of the object that are lost (their pack is not in packs)
+// or cannot be read, with path, and says whether it found any. The chunk list of a large
+// object is a content too.
+func (r *Repo) blame(ctx context.Context, oid object.ID, packs map[blob.ID]blob.Metadata, damage *DamageError, path string) bool {
+	var cids []content.ID
+	for id, ok := oid, true; ok; id, ok = id.IndexObjectID() {
+		if cid, _, direct := id.ContentID(); direct {
+			cids = append(cids, cid)
+		}
+	}
+	if more, err := r.rep.VerifyObject(ctx, oid); err == nil {
+		cids = append(cids, more...)
+	}
+	dr, direct := r.rep.(repo.DirectRepository)
+	found := false
+	for _, cid := range cids {
+		info, err := r.rep.ContentInfo(ctx, cid)
+		if err != nil {
+			continue // not in the index: nothing to drop
+		}
+		if _, ok := packs[info.PackBlobID]; packs != nil && !ok {
+			damage.add(info, true, path)
+			found = true
+			continue
+		}
+		if direct {
+			one := &DamageError{}
+			if err := readContent(ctx, dr, info, one); err == nil && len(one.Contents) > 0 {
+				damage.add(info, one.Missing, path)
+				found = true
+			}
+		}
+	}
+	return found
 }
 
 // verifyObject checks that the chunks of the object are indexed and stored in packs listed in

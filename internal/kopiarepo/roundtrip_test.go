@@ -147,7 +147,9 @@ func TestVerifyFailsOnAMissingPack(t *testing.T) {
 		t.Fatal("no data pack in the bucket")
 	}
 	_, err := openRepo(t, cfg, testPassword).Verify(testContext(t), snap.ID)
-	if err == nil || !strings.Contains(err.Error(), "missing pack") {
-		t.Fatalf("verify with the data packs deleted: %v, want an object backed by a missing pack", err)
+	var damage *DamageError
+	if !errors.As(err, &damage) || !damage.Missing || !strings.Contains(err.Error(), "packs are missing") ||
+		!strings.Contains(err.Error(), "data/big.bin") {
+		t.Fatalf("verify with the data packs deleted: %v, want a DamageError naming the missing packs and the files", err)
 	}
 }

@@ -62,6 +62,8 @@ type KopiaOptions struct {
 // kopiaBackup is what a kopia backup reports besides its manifest.
 type kopiaBackup struct {
 	repo             kopiarepo.Info
+	repair           string // what the backup repaired first (kopiarepo.HealReport), or ""
+	sampledBytes     int64  // what its sampled read of the repository read
 	maintenance      string // "", "quick" or "full"
 	maintenanceError string
 	damage           string // what the run found damaged in the repository (damageMessage)
@@ -125,6 +127,17 @@ func BackupKopia(ctx context.Context, store KopiaStore, cfg objectstore.Config, 
 	}
 	defer r.Close(context.WithoutCancel(ctx)) //nolint:errcheck // nothing to save: the manifest decided
 
+	act.touch(-1)
+	healed, err := r.Heal(uctx, kopiarepo.HealOptions{Now: now(), Progress: act.touch})
+	if err != nil {
+		return archive.Manifest{}, out, failed(err, ReasonStorageFailed, "check the kopia repository at %s before the backup", job.Kopia.Prefix)
+	}
+	out.sampledBytes = healed.ReadBytes
+	if out.repair = healed.String(); out.repair != "" {
+		fmt.Fprintln(os.Stderr, "mover: repaired the kopia repository:", out.repair)
+	}
+
+	act.touch(-1)
 	reporter := newProgressReporter(uctx, store, job.ProgressKey, job.ProgressEvery)
 	source := job.Namespace + "/" + job.PVC
 	snap, err := r.Backup(uctx, job.SourceDir, kopiarepo.BackupOptions{
@@ -499,7 +512,11 @@ func RestoreKopia(ctx context.Context, store KopiaStore, cfg objectstore.Config,
 		var r *kopiarepo.Repo
 		if r, err = openSnapshot(ctx, cfg, opts, m); err == nil {
 			defer r.Close(context.WithoutCancel(ctx)) //nolint:errcheck // read-only
-			if err = prepareTarget(job.TargetDir, job.Overwrite); err == nil {
+			err = proveBeforeClean(ctx, r, m, job)
+			if err == nil {
+				err = prepareTarget(job.TargetDir, job.Overwrite)
+			}
+			if err == nil {
 				prepared = true
 				st, err = r.Restore(ctx, m.Kopia.SnapshotID, job.TargetDir)
 				err = restoreError(ctx, m, st, err)
@@ -510,6 +527,41 @@ func RestoreKopia(ctx context.Context, store KopiaStore, cfg objectstore.Config,
 		err = &failure{reasonOf(err, ReasonStorageFailed), fmt.Errorf("%w; %s", err, targetState(prepared, job.Overwrite))}
 	}
 	return m, st, err
+}
+
+// proveBeforeClean reads the whole snapshot back before a Clean restore empties a target that
+// holds data (Repo.Verify: every chunk fetched, decrypted and checked against its hash): a backup
+// that cannot be read in full must not cost the user the data it would replace. It costs one
+// more read of the backup (docs/backup-restore.md has the measured time); a Merge or Refuse
+// restore, or one into an empty target, destroys nothing and skips it.
+func proveBeforeClean(ctx context.Context, r *kopiarepo.Repo, m archive.Manifest, job RestoreJob) error {
+	if job.Overwrite != "Clean" {
+		return nil
+	}
+	names, err := targetData(job.TargetDir)
+	if err != nil || len(names) == 0 {
+		return err
+	}
+	_, err = r.Verify(ctx, m.Kopia.SnapshotID)
+	return readError(ctx, m, "restore (the check before overwrite: Clean empties the target)", err)
+}
+
+// readError classifies an error of reading back the snapshot of backup m (verify, or the check
+// before a Clean restore): damage is RepositoryDamaged, naming the lost or corrupt contents, their
+// packs and the files that need them.
+func readError(ctx context.Context, m archive.Manifest, what string, err error) error {
+	var damage *kopiarepo.DamageError
+	switch {
+	case err == nil:
+		return nil
+	case ctx.Err() != nil:
+		return fail(ReasonInterrupted, "%s of backup %s interrupted: %w", what, m.ID, err)
+	case errors.As(err, &damage):
+		return fail(ReasonRepositoryDamaged, "%s of backup %s: the backup cannot be read: %v", what, m.ID, err)
+	case objectstore.IsNetworkError(err):
+		return fail(ReasonStorageFailed, "%s of backup %s: %w", what, m.ID, err)
+	}
+	return fail(ReasonVerificationFailed, "%s: backup %s is damaged: %v", what, m.ID, err)
 }
 
 // restoreError classifies the outcome of a kopia restore.
@@ -547,16 +599,22 @@ func VerifyKopia(ctx context.Context, store KopiaStore, cfg objectstore.Config, 
 	// Verify reads each distinct object once: hard links and files of equal content are one
 	// object, so its counts are not the manifest's (openSnapshot compared those already).
 	st, err = r.Verify(ctx, m.Kopia.SnapshotID)
-	switch {
-	case err == nil:
-	case ctx.Err() != nil:
-		err = fail(ReasonInterrupted, "verify of backup %s interrupted: %w", m.ID, err)
-	case objectstore.IsNetworkError(err):
-		err = fail(ReasonStorageFailed, "verify of backup %s: %w", m.ID, err)
-	default:
-		err = fail(ReasonVerificationFailed, "backup %s is damaged: %v", m.ID, err)
+	var damage *kopiarepo.DamageError
+	if errors.As(err, &damage) && ctx.Err() == nil {
+		err = dropDamage(ctx, r, damage, err)
 	}
-	return m, st, err
+	return m, st, readError(ctx, m, "verify", err)
+}
+
+// dropDamage drops the contents a verify found lost or damaged from the repository's index
+// (kopiarepo.Repo.Drop), so that the next backup uploads again those its volume still holds,
+// and says so in err.
+func dropDamage(ctx context.Context, r *kopiarepo.Repo, damage *kopiarepo.DamageError, err error) error {
+	if derr := r.Drop(ctx, damage); derr != nil {
+		return fmt.Errorf("%w; dropping the damaged contents from the index failed (%v): the next backup tries again", err, derr)
+	}
+	return fmt.Errorf("%w; they were dropped from the repository's index: the next backup reads every file and uploads them "+
+		"again where the volume still holds them (backups that need contents the volume no longer holds stay unreadable)", err)
 }
 
 // kopiaOptionsFromEnv reads the kopia variables of the environment.
@@ -584,7 +642,8 @@ func kopiaOptionsFromEnv(getenv func(string) string) (KopiaOptions, error) {
 // kopiaResult is the Result of a successful kopia backup.
 func kopiaResult(m archive.Manifest, kb kopiaBackup) Result {
 	res := Result{Result: Succeeded, ID: m.ID, Bytes: m.Kopia.UploadedBytes, Files: m.Files, SnapshotID: m.Kopia.SnapshotID,
-		RepositoryBytes: kb.repo.Bytes, KeyDerivation: kb.repo.KeyDerivation, Maintenance: kb.maintenance, MaintenanceError: kb.maintenanceError}
+		RepositoryBytes: kb.repo.Bytes, KeyDerivation: kb.repo.KeyDerivation, Maintenance: kb.maintenance, MaintenanceError: kb.maintenanceError,
+		Repair: kb.repair, SampledBytes: kb.sampledBytes}
 	if t := kb.repo.LastQuickMaintenance; !t.IsZero() {
 		res.LastQuickMaintenance = &t
 	}
@@ -594,6 +653,9 @@ func kopiaResult(m archive.Manifest, kb kopiaBackup) Result {
 	res.RepositoryDamage = kb.damage
 	if len(res.RepositoryDamage) > 1000 {
 		res.RepositoryDamage = res.RepositoryDamage[:1000] + "..."
+	}
+	if len(res.Repair) > 1000 {
+		res.Repair = res.Repair[:1000] + "..."
 	}
 	if len(res.MaintenanceError) > 1000 {
 		res.MaintenanceError = res.MaintenanceError[:1000] + "..."

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/okgoes/okgoes-operator/internal/objectstore"
 )
@@ -130,4 +131,40 @@ func BenchmarkMoverKopiaRestore(b *testing.B) {
 		b.StartTimer()
 	}
 	b.ReportMetric(float64(rss)/(1<<20), "peakRSS-MiB")
+}
+
+// BenchmarkMoverKopiaCleanRestore times a Clean restore into a target that holds a file, which
+// reads the whole backup back before it empties the target (proveBeforeClean), against a
+// restore into an empty target, interleaved; it reports both and the ratio:
+//
+//	go test ./internal/mover/ -run '^$' -bench KopiaCleanRestore -benchtime 3x
+func BenchmarkMoverKopiaCleanRestore(b *testing.B) {
+	dir, size := kopiaBenchVolume(b)
+	e := kopiaBenchEnv(b, dir, 0)
+	runChild(b, "mover", e) // the backup to restore, untimed
+	b.SetBytes(size)
+	var plain, clean time.Duration
+	n := 0
+	for b.Loop() {
+		n++
+		for _, full := range []bool{false, true} {
+			target := b.TempDir()
+			e[EnvTargetDir], e[EnvOverwrite] = target, ""
+			if full {
+				os.WriteFile(filepath.Join(target, "old"), []byte("old data"), 0o644)
+				e[EnvOverwrite] = "Clean"
+			}
+			e[EnvKopiaCacheDir] = b.TempDir() // a new pod: nothing cached
+			d, _ := runChild(b, "restore", e)
+			if full {
+				clean += d
+			} else {
+				plain += d
+			}
+			os.RemoveAll(target)
+		}
+	}
+	b.ReportMetric(plain.Seconds()/float64(n), "restore-s")
+	b.ReportMetric(clean.Seconds()/float64(n), "clean-restore-s")
+	b.ReportMetric(clean.Seconds()/plain.Seconds(), "clean/plain")
 }

@@ -179,17 +179,27 @@ func outcome(m archive.Manifest, st archive.Stats, archiveKey string, err error)
 	return Result{Result: Succeeded, ID: m.ID, ArchiveKey: archiveKey, Bytes: st.ArchiveBytes, SHA256: st.SHA256, Files: st.Files}
 }
 
-// prepareTarget applies the overwrite policy. lost+found (made by mkfs) does not count as data.
-func prepareTarget(dir, policy string) error {
+// targetData lists the entries of the target volume that are data: lost+found (made by mkfs)
+// is not.
+func targetData(dir string) ([]string, error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
-		return fail(ReasonTargetNotWritable, "target: %w", err)
+		return nil, fail(ReasonTargetNotWritable, "target: %w", err)
 	}
 	var names []string
 	for _, e := range entries {
 		if e.Name() != "lost+found" {
 			names = append(names, e.Name())
 		}
+	}
+	return names, nil
+}
+
+// prepareTarget applies the overwrite policy. lost+found (made by mkfs) does not count as data.
+func prepareTarget(dir, policy string) error {
+	names, err := targetData(dir)
+	if err != nil {
+		return err
 	}
 	if len(names) == 0 {
 		return nil

@@ -70,6 +70,12 @@ type Result struct {
 	// RepositoryDamage is what the run found damaged in the repository (its RepositoryRecord
 	// says the same, with the snapshots), though the backup itself succeeded.
 	RepositoryDamage string `json:"repositoryDamage,omitempty"`
+	// Repair says what the backup repaired in the repository before it read the volume (a
+	// rebuilt index, contents dropped as lost or damaged to be uploaded again); empty: nothing.
+	Repair string `json:"repair,omitempty"`
+	// SampledBytes are the bytes of the repository's packs the backup read back whole and
+	// checked before it read the volume (the day's slice, kopiarepo.DefaultVerifyPercent).
+	SampledBytes int64 `json:"sampledBytes,omitempty"`
 }
 
 // RepositoryRecord is what a kopia backup run found in its repository, written (JSON) at the
