@@ -76,9 +76,6 @@ func init() {
 	}
 }
 
-// ErrRepositoryDamaged is wrapped by a DamageError.
-var ErrRepositoryDamaged = errors.New("the repository is damaged")
-
 // DamageError names contents of the repository that are lost or cannot be read, the packs
 // holding them, and (from a read of a snapshot) the paths of files that need them.
 type DamageError struct {
@@ -95,14 +92,14 @@ func (e *DamageError) Error() string {
 	if e.Missing {
 		what = "whose packs are missing from the bucket"
 	}
-	msg := fmt.Sprintf("%v: contents %s: %d, in packs %s", ErrRepositoryDamaged, what, len(e.Contents), listed(e.Packs))
+	msg := fmt.Sprintf("%v: contents %s: %d, in packs %s", ErrDamaged, what, len(e.Contents), listed(e.Packs))
 	if len(e.Paths) > 0 {
 		msg += "; files " + listed(e.Paths)
 	}
 	return msg
 }
 
-func (e *DamageError) Unwrap() error { return ErrRepositoryDamaged }
+func (e *DamageError) Unwrap() error { return ErrDamaged }
 
 // add records a damaged content (pack missing or not) and the path that needs it.
 func (e *DamageError) add(ci content.Info, missing bool, path string) {

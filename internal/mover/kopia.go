@@ -550,13 +550,12 @@ func proveBeforeClean(ctx context.Context, r *kopiarepo.Repo, m archive.Manifest
 // before a Clean restore): damage is RepositoryDamaged, naming the lost or corrupt contents, their
 // packs and the files that need them.
 func readError(ctx context.Context, m archive.Manifest, what string, err error) error {
-	var damage *kopiarepo.DamageError
 	switch {
 	case err == nil:
 		return nil
 	case ctx.Err() != nil:
 		return fail(ReasonInterrupted, "%s of backup %s interrupted: %w", what, m.ID, err)
-	case errors.As(err, &damage):
+	case kopiarepo.IsDamaged(err): // a *kopiarepo.DamageError among others
 		return fail(ReasonRepositoryDamaged, "%s of backup %s: the backup cannot be read: %v", what, m.ID, err)
 	case objectstore.IsNetworkError(err):
 		return fail(ReasonStorageFailed, "%s of backup %s: %w", what, m.ID, err)
