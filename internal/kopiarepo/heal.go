@@ -76,6 +76,10 @@ func init() {
 	}
 }
 
+// ErrDamaged is what a DamageError is (IsDamaged): contents of the repository are lost or do
+// not decrypt.
+var ErrDamaged = errors.New("the kopia repository is damaged")
+
 // DamageError names contents of the repository that are lost or cannot be read, the packs
 // holding them, and (from a read of a snapshot) the paths of files that need them.
 type DamageError struct {

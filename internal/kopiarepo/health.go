@@ -20,10 +20,10 @@ import (
 // blob or a content the repository refers to is not there), as opposed to an S3 outage, a
 // wrong password or an unreadable source. It is the one place kopia's errors for damage are
 // recognized. What kopia v0.22.3 gives for each kind (health_test.go, mover/kopia_test.go):
-//   - a lost metadata pack (q…) that holds kopia's manifests: every manifest lookup fails, so
-//     every backup ("policy of …: unable to find policy for source"), listing and restore, with
-//     "unable to load manifest contents: … failed to get blob with ID q…: BLOB not found"
-//     (blob.ErrBlobNotFound);
+//   - a DamageError (ErrDamaged): what Verify and Heal found lost or not decrypting;
+//   - a lost metadata pack (q…) that holds kopia's manifests: kopia alone fails every manifest
+//     lookup ("unable to load manifest contents: … BLOB not found", blob.ErrBlobNotFound); this
+//     package makes it skip that content (heal.go), so only the manifests it held are missing;
 //   - a lost pack (p… or q…) that holds file data or directories: reading them fails with
 //     blob.ErrBlobNotFound;
 //   - a content no index lists any more fails with content.ErrContentNotFound;
@@ -31,7 +31,7 @@ import (
 //     gone from the list (a restore of one fails ErrSnapshotNotFound), and their packs are in
 //     no index (Health.UnindexedPacks). The catalog finds their manifests without snapshots.
 func IsDamaged(err error) bool {
-	return errors.Is(err, blob.ErrBlobNotFound) || errors.Is(err, content.ErrContentNotFound)
+	return errors.Is(err, ErrDamaged) || errors.Is(err, blob.ErrBlobNotFound) || errors.Is(err, content.ErrContentNotFound)
 }
 
 // LostBlob is a pack the repository's index refers to that the bucket does not hold.
