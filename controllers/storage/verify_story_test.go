@@ -26,7 +26,8 @@ func (w *world) backupAndVerify(pb *storagev1.PVCBackup, damage func(key string)
 	}
 	w.finishJob(job, true)
 	w.reconcile(pb)
-	if c := condition(pb, storagev1.ConditionRunning); c.Reason != ReasonVerifying || pb.Status.ActiveRun == nil {
+	// The verify Job has no pod yet: the run waits for it, it does not claim to be verifying.
+	if c := condition(pb, storagev1.ConditionRunning); c.Reason != ReasonWaitingForPod || !strings.Contains(c.Message, "verification") || pb.Status.ActiveRun == nil {
 		w.t.Fatalf("after the upload: Running = %+v", c)
 	}
 	verify := &batchv1.Job{}
