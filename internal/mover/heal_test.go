@@ -12,6 +12,7 @@ import (
 	"github.com/minio/minio-go/v7"
 
 	"github.com/okgoes/okgoes-operator/internal/kopiarepo"
+	"github.com/okgoes/okgoes-operator/internal/objectstore"
 )
 
 // The faults of issue 30 that a repository must heal from: one blob of the repository lost or
@@ -245,4 +246,82 @@ func TestKopiaCleanRestoreOfACorruptBackupKeepsTheTarget(t *testing.T) {
 	if got, err := os.ReadFile(precious); err != nil || string(got) != "the only copy" {
 		t.Fatalf("the target was changed by a restore that could not read its backup: %q, %v", got, err)
 	}
+}
+
+// A lost data pack (p…): every later backup deduplicated the unchanged files onto the lost
+// chunks, and none of them could be restored. The next backup drops the lost contents from the
+// index and reads every file again, so that it uploads them again.
+func TestKopiaBackupAfterALostDataPackUploadsItAgain(t *testing.T) {
+	src := healVolume(t)
+	e, _, s3 := kopiaSetup(t, src)
+	if res := RunBackup(context.Background(), e.get, "test"); !res.Succeeded() {
+		t.Fatalf("first backup = %+v", res)
+	}
+	packs := repoBlobs(t, s3, "p")
+	if len(packs) == 0 {
+		t.Fatal("the repository has no data pack")
+	}
+	for _, p := range packs {
+		removeObject(t, s3, p)
+	}
+	res := backupVerifiedAndRestorable(t, e, src, "20261203T030000Z")
+	if !strings.Contains(res.Repair, packs[0][len("ns/app/kopia/"):]) || res.Bytes < 2<<20 {
+		t.Errorf("the backup did not name the lost pack %s or did not upload its data again (%d bytes): %q", packs[0], res.Bytes, res.Repair)
+	}
+}
+
+// With the default sampled read (DefaultVerifyPercent of the packs, a slice that changes every
+// day) and no spec.verify, a corrupt pack is found, and a verified backup made, within
+// 100/DefaultVerifyPercent daily runs: every pack is in one day's slice of that many days. The
+// runs until then deduplicate onto the damaged chunk. The test logs the count (docs/kopia.md).
+func TestKopiaCorruptPackIsHealedWithinTheSamplingPeriod(t *testing.T) {
+	ctx := context.Background()
+	src := healVolume(t)
+	e, m, s3 := kopiaSetup(t, src)
+	day := time.Date(2026, 12, 3, 2, 0, 0, 0, time.UTC)
+	backup := func(run int) {
+		t.Helper()
+		nextRun(e, day.Add(time.Duration(run)*24*time.Hour).Format("20060102T150405Z"))
+		e[EnvKopiaCacheDir] = t.TempDir()
+		cfg, err := ConfigFromEnv(e.get)
+		if err != nil {
+			t.Fatal(err)
+		}
+		store, err := objectstore.New(cfg.Store)
+		if err != nil {
+			t.Fatal(err)
+		}
+		clock := day.Add(time.Duration(run) * 24 * time.Hour)
+		if _, _, err := BackupKopia(ctx, store, cfg.Store, cfg.Job, func() time.Time { return clock }); err != nil {
+			t.Fatalf("backup of day %d: %v", run, err)
+		}
+	}
+	backup(0)
+	corruptPack(t, s3)
+	// verified reads the newest snapshot back in full, as a new pod would (its own connection),
+	// without dropping anything (spec.verify would).
+	verified := func() bool {
+		t.Helper()
+		r, err := kopiarepo.Open(ctx, kopiarepo.S3Config{Config: objectstore.Config{Endpoint: m.Endpoint, Bucket: "backups", Insecure: true,
+			AccessKey: m.AccessKey, SecretKey: m.SecretKey}, Prefix: "ns/app/kopia"}, kopiaTestPassword, kopiarepo.Options{NoCreate: true, NoDiskCache: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close(ctx)
+		snaps, err := r.List(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = r.Verify(ctx, snaps[len(snaps)-1].ID)
+		return err == nil
+	}
+	period := int(100 / kopiarepo.DefaultVerifyPercent)
+	for run := 1; run <= period; run++ {
+		backup(run)
+		if verified() {
+			t.Logf("the corrupt pack was found and the backup verified at daily run %d of at most %d", run, period)
+			return
+		}
+	}
+	t.Errorf("no backup verified within %d daily runs at %v %% sampled", period, kopiarepo.DefaultVerifyPercent)
 }
