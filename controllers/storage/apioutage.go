@@ -65,13 +65,17 @@ func (o *APIOutages) WatchErrorHandler(ctx context.Context, r *toolscache.Reflec
 	toolscache.DefaultWatchErrorHandler(ctx, r, err)
 }
 
-// apiUnreachable tells whether err says the API server could not be reached or could not
-// answer (refused or reset connections, timeouts, 503), as opposed to an answer.
+// apiUnreachable tells whether err says the API server could not be reached at all (a refused
+// or reset connection, one closed under a request), as opposed to an answer. An answer that
+// says the server is overloaded or failing (429, 500, 503, timeouts) keeps the work queue's
+// backoff: retrying those every apiRetry would add to the load.
 func apiUnreachable(err error) bool {
 	if err == nil {
 		return false
 	}
-	return utilnet.IsConnectionRefused(err) || utilnet.IsConnectionReset(err) || utilnet.IsProbableEOF(err) ||
-		apierrors.IsServiceUnavailable(err) || apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) ||
-		errors.Is(err, context.DeadlineExceeded)
+	var status apierrors.APIStatus
+	if errors.As(err, &status) {
+		return false
+	}
+	return utilnet.IsConnectionRefused(err) || utilnet.IsConnectionReset(err) || utilnet.IsProbableEOF(err)
 }

@@ -103,12 +103,14 @@ func TestARunIsRecordedAfterAnOutageWithoutWaitingForTheInformer(t *testing.T) {
 	}
 }
 
-// apiUnreachable tells an API server that cannot be reached (refused, reset, 503, timeouts) from
-// one that answered.
+// apiUnreachable tells an API server that cannot be reached (refused, reset, closed) from one
+// that answered, even with an error.
 func TestAPIUnreachable(t *testing.T) {
 	answered := k8s.Get(testCtx, client.ObjectKey{Namespace: "default", Name: "no-such-job"}, &batchv1.Job{})
-	if !apierrors.IsNotFound(answered) || apiUnreachable(answered) {
-		t.Errorf("NotFound counted as unreachable: %v", answered)
+	for _, err := range []error{answered, apierrors.NewServiceUnavailable("overloaded"), apierrors.NewTooManyRequests("slow down", 1)} {
+		if apiUnreachable(err) {
+			t.Errorf("an answer counted as unreachable (it keeps the backoff): %v", err)
+		}
 	}
 	dial := func() error {
 		addr := closedPort(t)
@@ -118,7 +120,7 @@ func TestAPIUnreachable(t *testing.T) {
 		}
 		return fmt.Errorf("get mover Job: %w", &url.Error{Op: "Get", URL: "https://" + addr, Err: err})
 	}
-	for _, err := range []error{dial(), apierrors.NewServiceUnavailable("starting"), apierrors.NewTimeoutError("slow", 1), io.EOF} {
+	for _, err := range []error{dial(), &url.Error{Op: "Patch", URL: "https://127.0.0.1:6443/apis", Err: io.EOF}} {
 		if !apiUnreachable(err) {
 			t.Errorf("not counted as unreachable: %v", err)
 		}
