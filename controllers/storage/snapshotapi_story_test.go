@@ -14,11 +14,14 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	storagev1 "github.com/okgoes/okgoes-operator/api/storage/v1"
+	"github.com/okgoes/okgoes-operator/internal/schedule"
 )
 
 // withoutSnapshotAPI removes the VolumeSnapshot CRD from the API server for the rest of the test
@@ -154,5 +157,59 @@ func TestASnapshotBackupWithoutTheSnapshotAPIIsOnePreciseConditionAndHeals(t *te
 	w.reconcile(pb)
 	if c := condition(pb, storagev1.ConditionReady); c.Reason == ReasonSnapshotsUnsupported {
 		t.Fatalf("Ready after the CRDs were installed: %+v, want the snapshot API found", c)
+	}
+}
+
+// The same under a real manager, as main wires it: the probe is the manager's own discovery
+// (SnapshotAPIServed), and the watch on VolumeSnapshots that the setup skipped starts on the
+// running controller once the CRDs are installed.
+func TestTheSnapshotAPIInstalledLaterIsFoundByARunningManager(t *testing.T) {
+	w := newWorld(t)
+	install := withoutSnapshotAPI(t)
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0"})
+	w.must(err)
+	served, err := SnapshotAPIServed(mgr)
+	if err != nil || served {
+		t.Fatalf("SnapshotAPIServed without the CRD: %v, %v", served, err)
+	}
+	deps := w.deps(mgr.GetAPIReader())
+	deps.Clock = schedule.RealClock{}
+	r := &PVCBackupReconciler{Client: mgr.GetClient(), Deps: deps,
+		SnapshotAPIProbe: func(context.Context) (bool, error) { return SnapshotAPIServed(mgr) }}
+	w.must(r.SetupWithManager(mgr, Options{MaxConcurrentReconciles: 2}))
+	ctx, cancel := context.WithCancel(testCtx)
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	pb := w.backup("snap", "@daily")
+	pb.Spec.Snapshot = &storagev1.SnapshotOptions{}
+	w.must(k8s.Create(testCtx, pb))
+	readyReason := func() string {
+		w.must(k8s.Get(testCtx, client.ObjectKeyFromObject(pb), pb))
+		return condition(pb, storagev1.ConditionReady).Reason
+	}
+	pollReason(t, "Ready SnapshotsUnsupported", func() bool { return readyReason() == ReasonSnapshotsUnsupported })
+
+	install()
+	pollReason(t, "Ready past SnapshotsUnsupported", func() bool { return readyReason() != ReasonSnapshotsUnsupported })
+	if got := readyReason(); got != ReasonNoDefaultSnapshotClass {
+		t.Errorf("Ready reason with the API and no snapshot class: %s, want %s", got, ReasonNoDefaultSnapshotClass)
+	}
+	r.snapshotAPI.mu.Lock()
+	started := r.snapshotAPI.started
+	r.snapshotAPI.mu.Unlock()
+	if !started {
+		t.Error("the watch on VolumeSnapshots did not start on the running controller")
+	}
+}
+
+// pollReason polls cond every 100 ms for up to 30 s.
+func pollReason(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); !cond(); time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
 	}
 }
