@@ -58,10 +58,13 @@ func (o *APIOutages) Recent(now time.Time) bool {
 }
 
 // WatchErrorHandler is the manager cache's watch error handler (cache.Options
-// DefaultWatchErrorHandler): a broken watch is a sign of an outage; client-go's default handler
+// DefaultWatchErrorHandler): a watch or list that could not reach the API server is a sign of an
+// outage (an expired resource version or another answer is not); client-go's default handler
 // then logs it as always.
 func (o *APIOutages) WatchErrorHandler(ctx context.Context, r *toolscache.Reflector, err error) {
-	o.Observe(time.Now())
+	if apiUnreachable(err) {
+		o.Observe(time.Now())
+	}
 	toolscache.DefaultWatchErrorHandler(ctx, r, err)
 }
 

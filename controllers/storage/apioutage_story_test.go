@@ -11,6 +11,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
@@ -124,5 +125,17 @@ func TestAPIUnreachable(t *testing.T) {
 		if !apiUnreachable(err) {
 			t.Errorf("not counted as unreachable: %v", err)
 		}
+	}
+
+	// The cache's watch error handler: an expired watch is routine, a refused list an outage.
+	o := &APIOutages{}
+	reflector := toolscache.NewReflector(nil, &batchv1.Job{}, toolscache.NewStore(toolscache.MetaNamespaceKeyFunc), 0)
+	o.WatchErrorHandler(testCtx, reflector, apierrors.NewResourceExpired("too old resource version"))
+	if o.Recent(time.Now()) {
+		t.Error("an expired watch counted as an outage")
+	}
+	o.WatchErrorHandler(testCtx, reflector, dial())
+	if !o.Recent(time.Now()) || o.Recent(time.Now().Add(apiOutageMemory)) {
+		t.Error("a refused list is not remembered as an outage for apiOutageMemory")
 	}
 }
