@@ -371,3 +371,50 @@ func TestKopiaManifestNewerThanTheLastCheckIsNotLatest(t *testing.T) {
 		t.Errorf("Complete = %+v, want it to name %s as not checked yet", c, unchecked)
 	}
 }
+
+// Issue 30, finding 4, what no run can heal: the metadata blobs the second backup wrote (its
+// directories and its snapshot's manifest) are lost. The next run heals the repository around
+// them and succeeds, but the second backup's snapshot is gone for good: it is listed broken
+// (not deleted, never latest, no retention slot), the first backup stays restorable, and
+// RepositoryHealthy is False/RepositoryDamaged naming the lost backup and what to do.
+func TestKopiaBackupWhoseSnapshotWasLostIsListedBroken(t *testing.T) {
+	w := newWorld(t)
+	src := volume(t)
+	pb := w.kopiaBackup("app", "0 * * * *")
+	w.create(pb)
+	first := pb.CreationTimestamp.Time
+	w.kopiaRun(pb, first, 1, src)
+	one := pb.Status.LastRun.ID
+	before := w.repositoryBlobs(pb, "q")
+	w.must(os.WriteFile(filepath.Join(src, "db/new"), []byte("new data"), 0o644))
+	w.kopiaRun(pb, first, 2, src)
+	two := pb.Status.LastRun.ID
+	var lost []string
+	for _, k := range w.repositoryBlobs(pb, "q") {
+		if !slices.Contains(before, k) {
+			lost = append(lost, k)
+			w.must(w.s3.RemoveObject(testCtx, bucket, k, minio.RemoveObjectOptions{}))
+		}
+	}
+	t.Logf("lost metadata blobs of the second backup: %v", lost)
+	if len(lost) == 0 {
+		t.Fatal("the second run wrote no metadata blob")
+	}
+
+	res := w.kopiaRun(pb, first, 3, src)
+	t.Logf("run 3: %+v", res)
+	three := pb.Status.LastRun.ID
+	if got, want := backupIDs(pb.Status.Backups), []string{three, one}; !slices.Equal(got, want) {
+		t.Errorf("status.backups = %v, want %v", got, want)
+	}
+	if p := brokenProblem(pb, two); !strings.Contains(p, "is not in the repository") {
+		t.Errorf("status.brokenBackups = %+v, want %s: its snapshot is not in the repository", pb.Status.BrokenBackups, two)
+	}
+	if !w.exists(manifestKey(pb, two)) {
+		t.Errorf("the manifest of the lost backup %s was deleted; it must stay for a person to decide", two)
+	}
+	c := condition(pb, storagev1.ConditionRepositoryHealthy)
+	if c.Status != metav1.ConditionFalse || c.Reason != string(mover.ReasonRepositoryDamaged) || !strings.Contains(c.Message, two) {
+		t.Errorf("RepositoryHealthy = %+v, want False/RepositoryDamaged naming backup %s", c, two)
+	}
+}
