@@ -26,7 +26,9 @@ func Check(ctx context.Context, r io.Reader) (Stats, error) {
 			st.Symlinks++
 		case tar.TypeLink:
 			st.HardLinks++
-		case tar.TypeChar, tar.TypeBlock, tar.TypeFifo:
+		case tar.TypeFifo:
+			st.FIFOs++
+		case tar.TypeChar, tar.TypeBlock:
 			st.Skipped++
 		case tar.TypeXGlobalHeader:
 		default:

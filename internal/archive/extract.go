@@ -12,6 +12,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // dirMeta is what finishDirs applies to a directory once everything inside it is written.
@@ -46,8 +48,8 @@ func (ex *extractor) extract(hdr *tar.Header, r io.Reader) error {
 	switch hdr.Typeflag {
 	case tar.TypeDir:
 		return ex.dir(hdr, p)
-	case tar.TypeReg, tar.TypeSymlink, tar.TypeLink:
-	case tar.TypeChar, tar.TypeBlock, tar.TypeFifo: // Write never stores these
+	case tar.TypeReg, tar.TypeSymlink, tar.TypeLink, tar.TypeFifo:
+	case tar.TypeChar, tar.TypeBlock: // Write never stores these
 		ex.st.Skipped++
 		return nil
 	case tar.TypeXGlobalHeader: // metadata for the archive, not a file
@@ -76,6 +78,8 @@ func (ex *extractor) extract(hdr *tar.Header, r io.Reader) error {
 			return ex.file(hdr, p, r)
 		case tar.TypeSymlink:
 			return ex.symlink(hdr, p)
+		case tar.TypeFifo:
+			return ex.fifo(hdr, p)
 		default:
 			return ex.hardLink(hdr, p)
 		}
@@ -229,7 +233,39 @@ func (ex *extractor) symlink(hdr *tar.Header, p string) error {
 		return err
 	}
 	ex.st.Symlinks++
-	return ex.chown(func() error { return os.Lchown(p, hdr.Uid, hdr.Gid) })
+	if err := ex.chown(func() error { return os.Lchown(p, hdr.Uid, hdr.Gid) }); err != nil {
+		return err
+	}
+	return setTimes(p, hdr.ModTime, unix.AT_SYMLINK_NOFOLLOW) // the link's own times, never its target's
+}
+
+// fifo makes the named pipe of hdr at p (never through a link: mkfifo fails on anything there),
+// with its owner, mode and mtime.
+func (ex *extractor) fifo(hdr *tar.Header, p string) error {
+	if err := unix.Mkfifo(p, 0o600); err != nil {
+		return &fs.PathError{Op: "mkfifo", Path: p, Err: err}
+	}
+	ex.st.FIFOs++
+	if err := ex.chown(func() error { return os.Lchown(p, hdr.Uid, hdr.Gid) }); err != nil {
+		return err
+	}
+	if err := os.Chmod(p, hdr.FileInfo().Mode()&(fs.ModePerm|fs.ModeSetuid|fs.ModeSetgid|fs.ModeSticky)); err != nil {
+		return err
+	}
+	return setTimes(p, hdr.ModTime, unix.AT_SYMLINK_NOFOLLOW)
+}
+
+// setTimes sets the access and modification times of p to mtime; flags is 0 or
+// unix.AT_SYMLINK_NOFOLLOW (the times of p itself when it is a symlink).
+func setTimes(p string, mtime time.Time, flags int) error {
+	ts, err := unix.TimeToTimespec(mtime)
+	if err != nil {
+		return &fs.PathError{Op: "chtimes", Path: p, Err: err}
+	}
+	if err := unix.UtimesNanoAt(unix.AT_FDCWD, p, []unix.Timespec{ts, ts}, flags); err != nil {
+		return &fs.PathError{Op: "chtimes", Path: p, Err: err}
+	}
+	return nil
 }
 
 func (ex *extractor) hardLink(hdr *tar.Header, p string) error {

@@ -29,10 +29,14 @@ type Manifest struct {
 		Bytes       int64  `json:"bytes"`
 		SHA256      string `json:"sha256"`
 	} `json:"archive"`
-	Files           int64  `json:"files"`
-	Dirs            int64  `json:"dirs"`
-	Symlinks        int64  `json:"symlinks"`
-	HardLinks       int64  `json:"hardLinks"`
+	Files     int64 `json:"files"`
+	Dirs      int64 `json:"dirs"`
+	Symlinks  int64 `json:"symlinks"`
+	HardLinks int64 `json:"hardLinks"`
+	FIFOs     int64 `json:"fifos,omitempty"`
+	// Skipped counts what the volume held and the backup could not: sockets and devices (and,
+	// with kopia, FIFOs). Informational: a restore has nothing to compare it with.
+	Skipped         int64  `json:"skipped,omitempty"`
 	ContentBytes    int64  `json:"contentBytes"`
 	OperatorVersion string `json:"operatorVersion,omitempty"`
 	// Engine is "kopia" for a backup kept as a snapshot in the PVCBackup's kopia repository
@@ -61,7 +65,7 @@ func NewManifest(id, namespace, pvc, key string, s Stats) Manifest {
 	m.Source.Namespace, m.Source.PVC = namespace, pvc
 	m.Archive.Key, m.Archive.Compression, m.Archive.Format = key, "zstd", "tar-pax"
 	m.Archive.Bytes, m.Archive.SHA256 = s.ArchiveBytes, s.SHA256
-	m.Files, m.Dirs, m.Symlinks, m.HardLinks = s.Files, s.Dirs, s.Symlinks, s.HardLinks
+	m.Files, m.Dirs, m.Symlinks, m.HardLinks, m.FIFOs, m.Skipped = s.Files, s.Dirs, s.Symlinks, s.HardLinks, s.FIFOs, s.Skipped
 	m.ContentBytes = s.ContentBytes
 	return m
 }
@@ -83,6 +87,7 @@ func (m Manifest) Verify(s Stats) error {
 		{"dirs", m.Dirs, s.Dirs},
 		{"symlinks", m.Symlinks, s.Symlinks},
 		{"hardLinks", m.HardLinks, s.HardLinks},
+		{"fifos", m.FIFOs, s.FIFOs},
 		{"contentBytes", m.ContentBytes, s.ContentBytes},
 	}
 	for _, c := range checks {

@@ -35,8 +35,8 @@ var decoderOptions = []zstd.DOption{
 //
 // It restores directories, regular files (leaving holes where the content has all-zero 64 KiB
 // blocks, so sparse files stay sparse), symlinks, hard links, modes and mtimes (directories'
-// in a final pass, after their content), and owners when opts.Chown is set. Symlink mtimes
-// are not restored. Existing files at an entry's path are replaced.
+// in a final pass, after their content; symlinks their own), FIFOs, and owners when opts.Chown
+// is set. Existing files at an entry's path are replaced.
 //
 // Read refuses, with an error naming the entry, any entry that would touch something outside
 // dest: absolute or ".." names, hard links to such names, and paths that go through a symlink

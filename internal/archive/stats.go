@@ -7,7 +7,10 @@ type Stats struct {
 	// Files counts regular files with content; Dirs counts directories, the root included;
 	// Symlinks counts symbolic links; HardLinks counts the second and later names of an inode.
 	Files, Dirs, Symlinks, HardLinks int64
-	// Skipped counts sockets, devices and FIFOs: a backup cannot hold what they are.
+	// FIFOs counts named pipes: an archive holds them (a restore makes them again, empty).
+	FIFOs int64
+	// Skipped counts sockets and devices: a backup cannot hold what they are (a socket is a
+	// live process's; a device needs privileges a mover does not have to make again).
 	Skipped int64
 	// Changed counts entries that changed while Write read them: files whose size or mtime
 	// moved (their content is cut or zero-padded to the size recorded in their header, so the

@@ -98,7 +98,12 @@ func (wk *walker) entry(p, name string, typ fs.FileMode) error {
 		return wk.file(p, name)
 	case mode&fs.ModeSymlink != 0:
 		return wk.symlink(p, name, fi)
-	default: // socket, device, FIFO
+	case mode&fs.ModeNamedPipe != 0:
+		h := header(name, fi)
+		h.Typeflag = tar.TypeFifo
+		wk.st.FIFOs++
+		return wk.tw.WriteHeader(h)
+	default: // socket, device
 		wk.st.Skipped++
 		return nil
 	}

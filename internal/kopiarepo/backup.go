@@ -72,6 +72,9 @@ type SnapshotInfo struct {
 	Files       int
 	Dirs        int // with the root
 	Symlinks    int
+	// Skipped counts the entries of the tree a snapshot cannot hold (FIFOs, sockets, devices):
+	// kopia leaves them out. Only Backup knows it, List reports zero.
+	Skipped int
 	// UploadedBytes is what the backup that made the snapshot wrote to the bucket (its new
 	// chunks); only Backup knows it, List reports zero.
 	UploadedBytes int64
@@ -86,6 +89,9 @@ func (r *Repo) Backup(ctx context.Context, dir string, opts BackupOptions) (Snap
 	dir, err := filepath.Abs(dir)
 	if err != nil {
 		return SnapshotInfo{}, err
+	}
+	if opts.ReadAhead == nil {
+		opts.ReadAhead = emptyListing()
 	}
 	root, err := sourceDirectory(dir, opts.ReadAhead)
 	if err != nil {
@@ -180,13 +186,29 @@ func (r *Repo) Backup(ctx context.Context, dir string, opts BackupOptions) (Snap
 		err = fmt.Errorf("%w (then: %v)", ctx.Err(), err) // a cancel may surface as an S3 error
 	}
 	if err != nil {
-		return SnapshotInfo{}, err
+		return SnapshotInfo{}, r.storageFirst(ctx, err)
 	}
 	info := snapshotInfo(man)
 	info.UploadedBytes = prog.uploaded.Load()
+	info.Skipped = opts.ReadAhead.skipped()
 	prog.flush()
 	return info, nil
 }
+
+// storageFirst names an S3 failure as the cause of a backup's error: kopia records the files
+// whose chunks it could not upload as entries it could not back up (failedEntries), which is
+// the volume's fault only when S3 did not fail.
+func (r *Repo) storageFirst(ctx context.Context, err error) error {
+	s3err := r.link.failed()
+	if s3err == nil || ctx.Err() != nil || errors.Is(err, ErrStorage) {
+		return err
+	}
+	return fmt.Errorf("%w: %w (the backup then stopped: %v)", ErrStorage, s3err, err)
+}
+
+// StorageFailure is the first S3 call of the Repo that failed after kopia's retries, or nil:
+// what to blame when a restore or a verify fails.
+func (r *Repo) StorageFailure() error { return r.link.failed() }
 
 // sourceDirectory is the directory a backup reads (localtree.go); tests make snapshots through
 // kopia's localfs with it.

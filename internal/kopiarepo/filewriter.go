@@ -14,6 +14,8 @@ import (
 
 	"github.com/kopia/kopia/fs"
 	"golang.org/x/sys/unix"
+
+	"github.com/okgoes/okgoes-operator/internal/statmode"
 )
 
 // A restore writes the tree itself (restore.go) rather than with kopia's FilesystemOutput: with
@@ -203,7 +205,8 @@ func setOwnerAndMode(out fdFile, e fs.Entry) error {
 	if err := syscall.Fchown(out.fd, int(want.UserID), int(want.GroupID)); err != nil && !isPermission(err) {
 		return &iofs.PathError{Op: "chown", Path: out.path, Err: err}
 	}
-	if err := syscall.Fchmod(out.fd, uint32(e.Mode()&fs.ModBits)); err != nil {
+	// fchmod takes the Unix bits: Go's fs.ModeSetuid, ModeSetgid and ModeSticky are not them.
+	if err := syscall.Fchmod(out.fd, statmode.Unix(e.Mode())); err != nil {
 		return &iofs.PathError{Op: "chmod", Path: out.path, Err: err}
 	}
 	return nil

@@ -51,6 +51,26 @@ type Listing struct {
 	done    chan struct{}
 	mu      sync.Mutex
 	dirs    map[string]listedDir // by the directory's path
+	// special holds the paths of the entries the backup met that a snapshot cannot hold
+	// (FIFOs, sockets, devices): kopia's upload leaves them out without a word, and the backup
+	// reports how many (SnapshotInfo.Skipped). A set: a first backup's estimate scan meets
+	// them too.
+	special sync.Map
+}
+
+// emptyListing is a Listing that holds nothing, for a backup made without ReadAhead.
+func emptyListing() *Listing {
+	l := &Listing{done: make(chan struct{}), dirs: map[string]listedDir{}}
+	l.stopped.Store(true)
+	close(l.done)
+	return l
+}
+
+// skipped counts the entries a snapshot could not hold that the backup met.
+func (l *Listing) skipped() int {
+	n := 0
+	l.special.Range(func(any, any) bool { n++; return true })
+	return n
 }
 
 // listedDir is a directory's entries, and its times from before they were read: a directory
@@ -197,7 +217,7 @@ func childEntry(name, prefix string, st *unix.Stat_t, listing *Listing) (fs.Entr
 	case 0:
 		return &localFile{e}, nil
 	default:
-		return &localErrorEntry{localEntry: e, err: fs.ErrUnknown}, nil
+		return &localErrorEntry{localEntry: e, err: fs.ErrUnknown, listing: listing}, nil
 	}
 }
 
@@ -379,10 +399,16 @@ func (s *localSymlink) Resolve(context.Context) (fs.Entry, error) {
 
 type localErrorEntry struct {
 	localEntry
-	err error
+	err     error
+	listing *Listing // counts it as skipped when kopia's upload asks
 }
 
-func (e *localErrorEntry) ErrorInfo() error { return e.err }
+func (e *localErrorEntry) ErrorInfo() error {
+	if e.listing != nil && errors.Is(e.err, fs.ErrUnknown) {
+		e.listing.special.Store(e.LocalFilesystemPath(), struct{}{})
+	}
+	return e.err
+}
 
 var (
 	_ fs.Directory  = (*localDir)(nil)

@@ -82,6 +82,8 @@ type Options struct {
 	// directory once per walk. kopia's cache wrote every chunk a restore read to disk, with an
 	// HMAC: 20 % of the CPU of a restore. CacheLimitBytes is then unused.
 	NoDiskCache bool
+	// Guard watches and bounds every S3 call of the Repo (guard.go); zero: none.
+	Guard Guard
 }
 
 // Repo is an open repository. Its methods may be called concurrently, except Maintenance with
@@ -91,6 +93,7 @@ type Repo struct {
 	workDir string
 	// packs holds the packs a restore or a verify reads file after file (storage.go).
 	packs         *packWindow
+	link          *storageLink
 	removeWorkDir bool
 	logger        *zap.Logger
 	keyDerivation string // of the format blob Open read
@@ -115,18 +118,24 @@ func Open(ctx context.Context, cfg S3Config, password string, opts Options) (_ *
 	}()
 	ctx = r.kopiaContext(ctx)
 
+	// The storage kopia makes from the connection file is ours (storage.go), with this link.
+	var linkName string
+	r.link, linkName = newLink(opts.Guard)
+	r.packs = r.link.window
+	defer unregisterLink(linkName)
+
 	s3opts := s3Options(cfg)
-	st, err := s3.New(ctx, s3opts, false)
+	var st blob.Storage
+	err = r.link.do(ctx, func(ctx context.Context) (err error) { // kopia checks the bucket here
+		st, err = s3.New(ctx, s3opts, false)
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("S3 storage %s/%s: %w", cfg.Bucket, cfg.Prefix, err)
 	}
 	defer st.Close(ctx) //nolint:errcheck // Open below makes its own storage from the config file
-
-	// The storage kopia makes from the connection file is ours (storage.go), with this window.
-	var window string
-	r.packs, window = newPackWindow()
-	defer unregisterPackWindow(window)
-	ci := blob.ConnectionInfo{Type: storageType, Config: &storageOptions{Options: *s3opts, Window: window}}
+	st = &guardedStorage{Storage: st, link: r.link}
+	ci := blob.ConnectionInfo{Type: storageType, Config: &storageOptions{Options: *s3opts, Link: linkName}}
 	configFile := filepath.Join(r.workDir, configFileName)
 	connect := func() (err error) {
 		r.keyDerivation, err = writeConnection(ctx, configFile, st, ci, filepath.Join(r.workDir, cacheSubdir), opts)

@@ -42,32 +42,36 @@ import (
 // kopia repository, which the stock CLI opens as type "s3".
 const storageType = "okgoes-s3"
 
-// storageOptions are kopia's S3 options plus the name of the pack window of the Repo that wrote
-// the connection file.
+// storageOptions are kopia's S3 options plus the name of the link (guard.go) of the Repo that
+// wrote the connection file.
 type storageOptions struct {
 	s3.Options
-	Window string `json:"okgoesPackWindow,omitempty"`
+	Link string `json:"okgoesLink,omitempty"`
 }
 
 func init() {
 	blob.AddSupportedStorage(storageType, storageOptions{}, newStorage)
 }
 
-// windows hands the pack window of an Open to the storage kopia creates from the connection
-// file during that Open.
-var windows sync.Map // name → *packWindow
-
 func newStorage(ctx context.Context, o *storageOptions, isCreate bool) (blob.Storage, error) {
-	inner, err := s3.New(ctx, &o.Options, isCreate)
+	link := &storageLink{window: &packWindow{}}
+	if l, ok := links.Load(o.Link); ok {
+		link = l.(*storageLink) //nolint:forcetypeassert // only Open stores
+	}
+	var inner blob.Storage
+	err := link.do(ctx, func(ctx context.Context) (err error) { // kopia checks the bucket here
+		inner, err = s3.New(ctx, &o.Options, isCreate)
+		return err
+	})
 	if err != nil {
 		return nil, err //nolint:wrapcheck // kopia's own
 	}
-	st := &s3Storage{Storage: inner, opts: *o, window: &packWindow{}}
-	if w, ok := windows.Load(o.Window); ok {
-		st.window = w.(*packWindow) //nolint:forcetypeassert // only Open stores
-	}
+	st := &s3Storage{Storage: inner, opts: *o, window: link.window}
 	// kopia's upload picks a storage class per blob from the prefix's storage config: keep it.
-	_, err = inner.GetMetadata(ctx, s3.ConfigName)
+	err = link.do(ctx, func(ctx context.Context) (err error) {
+		_, err = inner.GetMetadata(ctx, s3.ConfigName)
+		return err
+	})
 	switch {
 	case errors.Is(err, blob.ErrBlobNotFound) && o.RoleARN == "":
 		put, err := newSignedPut(inner, o.Options)
@@ -78,7 +82,7 @@ func newStorage(ctx context.Context, o *storageOptions, isCreate bool) (blob.Sto
 	case err != nil && !errors.Is(err, blob.ErrBlobNotFound):
 		return nil, errors.Join(fmt.Errorf("read the storage config: %w", err), inner.Close(ctx))
 	}
-	return st, nil
+	return &guardedStorage{Storage: st, link: link}, nil
 }
 
 // s3Storage is kopia's S3 storage with signed uploads and the pack window.
@@ -169,16 +173,17 @@ type packWindow struct {
 	free  [][]byte // buffers of released packs, for the next ones
 }
 
-// newPackWindow registers a window under a new name, for the storage of the next connection.
-func newPackWindow() (*packWindow, string) {
+// newLink registers a link with a new pack window under a new name, for the storage of the
+// next connection.
+func newLink(guard Guard) (*storageLink, string) {
 	name := rand.Text()
-	w := &packWindow{}
-	windows.Store(name, w)
-	return w, name
+	l := &storageLink{window: &packWindow{}, guard: guard}
+	links.Store(name, l)
+	return l, name
 }
 
-// unregister forgets the name (the storage keeps the window).
-func unregisterPackWindow(name string) { windows.Delete(name) }
+// unregisterLink forgets the name (the storage keeps the link).
+func unregisterLink(name string) { links.Delete(name) }
 
 // hold fetches the first length bytes of the pack through st, and serves reads within them
 // from memory until release.

@@ -57,6 +57,8 @@ type KopiaOptions struct {
 	// KeyDerivation is kopia's name of the key derivation of a repository the backup creates
 	// (kopiarepo.KeyDerivationScrypt or KeyDerivationPBKDF2); empty: kopia's default.
 	KeyDerivation string
+
+	guard kopiarepo.Guard // the idle watchdog of a backup over the repository's S3 calls
 }
 
 // kopiaBackup is what a kopia backup reports besides its manifest.
@@ -75,7 +77,7 @@ type kopiaBackup struct {
 func openRepo(ctx context.Context, cfg objectstore.Config, opts KopiaOptions, forReading bool) (*kopiarepo.Repo, error) {
 	r, err := kopiarepo.Open(ctx, kopiarepo.S3Config{Config: cfg, Prefix: opts.Prefix}, opts.Password,
 		kopiarepo.Options{CacheDir: opts.CacheDir, CacheLimitBytes: opts.CacheLimitBytes,
-			NoCreate: forReading, NoDiskCache: forReading, KeyDerivation: opts.KeyDerivation})
+			NoCreate: forReading, NoDiskCache: forReading, KeyDerivation: opts.KeyDerivation, Guard: opts.guard})
 	switch {
 	case err == nil:
 		return r, nil
@@ -100,9 +102,17 @@ func BackupKopia(ctx context.Context, store KopiaStore, cfg objectstore.Config, 
 	start := now()
 	var out kopiaBackup
 	idle := job.idleTimeout()
+	// The idle watchdog runs until the repository is closed (the defers run in reverse). A stall
+	// cancels the backup (uctx) and ends every S3 call of the repository (stalled, the Guard),
+	// closing included: kopia flushes its log blobs there under a context nothing cancels.
+	watching, stopWatching := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopWatching()
+	stalled, stall := context.WithCancelCause(context.WithoutCancel(ctx))
+	defer stall(nil)
 	uctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	act := watchActivity(uctx, idle, cancel)
+	act := watchActivity(watching, idle, func() { cancel(errStalled); stall(errStalled) })
+	job.Kopia.guard = kopiarepo.Guard{Abort: stalled, Call: act.call}
 	failed := func(err error, reason Reason, format string, args ...any) error {
 		switch {
 		case context.Cause(uctx) == errStalled:
@@ -139,6 +149,7 @@ func BackupKopia(ctx context.Context, store KopiaStore, cfg objectstore.Config, 
 
 	act.touch(-1)
 	reporter := newProgressReporter(uctx, store, job.ProgressKey, job.ProgressEvery)
+	var last atomic.Pointer[Progress]
 	source := job.Namespace + "/" + job.PVC
 	snap, err := r.Backup(uctx, job.SourceDir, kopiarepo.BackupOptions{
 		Source:      source,
@@ -147,23 +158,25 @@ func BackupKopia(ctx context.Context, store KopiaStore, cfg objectstore.Config, 
 		ReadAhead:   ahead,
 		Progress: func(p kopiarepo.BackupProgress) {
 			act.touch(p.HashedBytes + p.CachedBytes + p.UploadedBytes)
-			reporter.report(Progress{EstimatedBytes: p.EstimatedBytes, HashedBytes: p.HashedBytes,
-				CachedBytes: p.CachedBytes, UploadedBytes: p.UploadedBytes})
+			pr := Progress{EstimatedBytes: p.EstimatedBytes, HashedBytes: p.HashedBytes,
+				CachedBytes: p.CachedBytes, UploadedBytes: p.UploadedBytes}
+			last.Store(&pr)
+			reporter.report(pr)
 		},
 	})
 	reporter.stop()
 	if err != nil {
-		if kopiarepo.IsDamaged(err) && uctx.Err() == nil {
+		if kopiarepo.IsDamaged(err) && uctx.Err() == nil && !errors.Is(err, kopiarepo.ErrStorage) {
 			return archive.Manifest{}, out, repositoryDamaged(ctx, r, store, job, now, err)
 		}
-		if errors.Is(err, kopiarepo.ErrSourceUnreadable) && ctx.Err() == nil {
+		if backupFailureReason(ctx, err) == ReasonVolumeReadFailed {
 			return archive.Manifest{}, out, fail(ReasonVolumeReadFailed, "read volume %s: %w", job.SourceDir, err)
 		}
 		return archive.Manifest{}, out, failed(err, ReasonStorageFailed, "kopia backup of %s", job.SourceDir)
 	}
 
 	m := archive.Manifest{FormatVersion: archive.FormatVersion, ID: job.ID, Engine: EngineKopia,
-		Files: int64(snap.Files), Dirs: int64(snap.Dirs), Symlinks: int64(snap.Symlinks), ContentBytes: snap.TotalBytes,
+		Files: int64(snap.Files), Dirs: int64(snap.Dirs), Symlinks: int64(snap.Symlinks), ContentBytes: snap.TotalBytes, Skipped: int64(snap.Skipped),
 		Kopia: &archive.KopiaSnapshot{Repository: job.Kopia.Prefix, SnapshotID: snap.ID, Source: source, UploadedBytes: snap.UploadedBytes}}
 	m.Source.Namespace, m.Source.PVC = job.Namespace, job.PVC
 	m.ScheduledTime, m.StartTime, m.CompletionTime = job.ScheduledTime.UTC(), start.UTC(), now().UTC()
@@ -173,14 +186,22 @@ func BackupKopia(ctx context.Context, store KopiaStore, cfg objectstore.Config, 
 		return archive.Manifest{}, out, err
 	}
 	act.touch(-1)
-	if err := store.PutBytes(uctx, job.ManifestKey, data, "application/json"); err != nil {
+	if err := act.do(func() error { return store.PutBytes(uctx, job.ManifestKey, data, "application/json") }); err != nil {
 		return archive.Manifest{}, out, failed(err, ReasonStorageFailed, "write manifest %s", job.ManifestKey)
 	}
-	cancel(nil) // the backup is done: the idle watchdog has nothing left to watch
 
-	// Clean-up, bounded and never fatal.
+	// Clean-up, bounded (by MaintenanceTimeout, and by the idle watchdog) and never fatal.
+	act.touch(-1)
 	mctx, mcancel := context.WithTimeout(ctx, MaintenanceTimeout)
 	defer mcancel()
+	defer context.AfterFunc(stalled, mcancel)()
+	maintained := Progress{Phase: "maintenance"}
+	if p := last.Load(); p != nil {
+		maintained = *p
+		maintained.Phase = "maintenance"
+	}
+	stopReports := keepReporting(newProgressReporter(mctx, store, job.ProgressKey, job.ProgressEvery), func() Progress { return maintained })
+	defer stopReports()
 	var problems []error
 	health, err := checkRepository(mctx, r, store, job, now) // a failed record write still sweeps what it listed
 	if err != nil {
@@ -204,6 +225,20 @@ func BackupKopia(ctx context.Context, store KopiaStore, cfg objectstore.Config, 
 	return m, out, nil
 }
 
+// backupFailureReason is the side a failed kopia backup blames, decided here once: S3 when one
+// of its calls failed after kopia's retries (kopiarepo.ErrStorage), whatever the backup saw
+// next (kopia records the files it could not upload as entries it could not back up); the
+// volume when kopia could not read it; S3 otherwise.
+func backupFailureReason(ctx context.Context, err error) Reason {
+	switch {
+	case errors.Is(err, kopiarepo.ErrStorage):
+		return ReasonStorageFailed
+	case errors.Is(err, kopiarepo.ErrSourceUnreadable) && ctx.Err() == nil:
+		return ReasonVolumeReadFailed
+	}
+	return ReasonStorageFailed
+}
+
 // sweep deletes the snapshots of source whose manifests no longer exist, except keep: a backup
 // is its manifest, so such a snapshot is a backup the controller pruned or one that never
 // became a backup. Only a manifest S3 says is missing counts; any doubt keeps the snapshot.
@@ -217,6 +252,8 @@ func sweep(ctx context.Context, r *kopiarepo.Repo, store KopiaStore, health kopi
 		}
 		_, err := store.Stat(ctx, key)
 		switch {
+		case ctx.Err() != nil:
+			return errors.Join(append(errs, fmt.Errorf("sweep: %w", context.Cause(ctx)))...)
 		case err == nil:
 			continue
 		case !objectstore.IsNotFound(err):
@@ -336,15 +373,20 @@ func repositoryDamaged(ctx context.Context, r *kopiarepo.Repo, store KopiaStore,
 	return fail(ReasonRepositoryDamaged, "backup %s was not made: %s (kopia: %w)", job.ID, msg, cause)
 }
 
-// activity is the idle watchdog of a backup: the archive engine touches it for every byte sent
-// to S3; kopia talks to S3 itself, so for it the mover watches the progress kopia reports.
+// activity is the idle watchdog of a backup. It watches the S3 calls in flight (call, do): S3
+// is stalled when a call is in flight and nothing moved for the idle timeout. What moves: the
+// archive engine touches it for every byte sent to S3; kopia talks to S3 itself, so for it the
+// mover watches the progress kopia reports and every S3 call of the repository that succeeds.
+// Work without an S3 call in flight (reading the volume, hashing) is never a stall.
 type activity struct {
-	last  atomic.Int64 // unix nanoseconds of the last change
-	count atomic.Int64
+	last     atomic.Int64 // unix nanoseconds of the last change
+	count    atomic.Int64
+	inFlight atomic.Int64 // S3 calls
 }
 
-// watchActivity cancels ctx with errStalled when touch saw no change for idle.
-func watchActivity(ctx context.Context, idle time.Duration, cancel context.CancelCauseFunc) *activity {
+// watchActivity calls onStall, once, when an S3 call was in flight and touch saw no change for
+// idle. It stops when ctx ends.
+func watchActivity(ctx context.Context, idle time.Duration, onStall func()) *activity {
 	a := &activity{}
 	a.last.Store(time.Now().UnixNano())
 	tick := min(idle/4, time.Second)
@@ -356,14 +398,36 @@ func watchActivity(ctx context.Context, idle time.Duration, cancel context.Cance
 			case <-ctx.Done():
 				return
 			case <-t.C:
-				if time.Since(time.Unix(0, a.last.Load())) > idle {
-					cancel(errStalled)
+				if a.inFlight.Load() > 0 && time.Since(time.Unix(0, a.last.Load())) > idle {
+					onStall()
 					return
 				}
 			}
 		}
 	}()
 	return a
+}
+
+// call records an S3 call in flight until the returned function is called with its error; one
+// that succeeded is progress.
+func (a *activity) call() func(error) {
+	if a.inFlight.Add(1) == 1 {
+		a.touch(-1) // the idle time counts from the first call in flight
+	}
+	return func(err error) {
+		if err == nil {
+			a.touch(-1)
+		}
+		a.inFlight.Add(-1)
+	}
+}
+
+// do runs the S3 call f as a call in flight.
+func (a *activity) do(f func() error) error {
+	done := a.call()
+	err := f()
+	done(err)
+	return err
 }
 
 // touch records progress: a total that changed since the last call, or -1 (a new phase).
@@ -640,7 +704,7 @@ func kopiaOptionsFromEnv(getenv func(string) string) (KopiaOptions, error) {
 
 // kopiaResult is the Result of a successful kopia backup.
 func kopiaResult(m archive.Manifest, kb kopiaBackup) Result {
-	res := Result{Result: Succeeded, ID: m.ID, Bytes: m.Kopia.UploadedBytes, Files: m.Files, SnapshotID: m.Kopia.SnapshotID,
+	res := Result{Result: Succeeded, ID: m.ID, Bytes: m.Kopia.UploadedBytes, Files: m.Files, Skipped: m.Skipped, SnapshotID: m.Kopia.SnapshotID,
 		RepositoryBytes: kb.repo.Bytes, KeyDerivation: kb.repo.KeyDerivation, Maintenance: kb.maintenance, MaintenanceError: kb.maintenanceError,
 		Repair: kb.repair, SampledBytes: kb.sampledBytes}
 	if t := kb.repo.LastQuickMaintenance; !t.IsZero() {

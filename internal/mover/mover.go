@@ -129,9 +129,9 @@ func Backup(ctx context.Context, store ObjectStore, job BackupJob, now func() ti
 	idle := job.idleTimeout()
 	uctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	progress := watchIdle(uctx, idle, cancel)
+	progress := watchIdle(uctx, idle, func() { cancel(errStalled) })
 	reporter := newProgressReporter(uctx, store, job.ProgressKey, job.ProgressEvery)
-	stopReports := reportUploaded(reporter, progress)
+	stopReports := keepReporting(reporter, func() Progress { return Progress{UploadedBytes: progress.sent.Load()} })
 
 	partSize := job.PartSize
 	if partSize == 0 {
@@ -149,14 +149,18 @@ func Backup(ctx context.Context, store ObjectStore, job BackupJob, now func() ti
 		pipe.CloseWrite(err) // nil closes normally: the upload sees EOF
 		done <- written{stats, err}
 	}()
-	uploaded, upErr := store.Upload(uctx, job.ArchiveKey, pipe, partSize, progress)
+	var uploaded int64
+	upErr := progress.do(func() (err error) {
+		uploaded, err = store.Upload(uctx, job.ArchiveKey, pipe, partSize, progress)
+		return err
+	})
 	pipe.CloseRead(upErrOrClosed(upErr)) // unblock the writer if the upload stopped early
 	w := <-done
 	stopReports()
 	switch {
 	case context.Cause(uctx) == errStalled:
 		return archive.Manifest{}, fail(ReasonStorageStalled,
-			"upload %s: S3 at took no data for %v (server frozen or network stalled); the upload was abandoned", job.ArchiveKey, idle)
+			"upload %s: S3 took no data for %v (server frozen or network stalled); the upload was abandoned", job.ArchiveKey, idle)
 	case ctx.Err() != nil:
 		return archive.Manifest{}, fail(ReasonInterrupted, "backup interrupted (%v) after %v", context.Cause(ctx), now().Sub(start).Round(time.Second))
 	case w.err != nil && !errors.Is(w.err, errUploadStopped):
@@ -175,7 +179,10 @@ func Backup(ctx context.Context, store ObjectStore, job BackupJob, now func() ti
 	if err != nil {
 		return archive.Manifest{}, err
 	}
-	if err := store.PutBytes(uctx, job.ManifestKey, data, "application/json"); err != nil {
+	if err := progress.do(func() error { return store.PutBytes(uctx, job.ManifestKey, data, "application/json") }); err != nil {
+		if context.Cause(uctx) == errStalled {
+			return archive.Manifest{}, fail(ReasonStorageStalled, "write manifest %s: S3 took no data for %v (server frozen or network stalled)", job.ManifestKey, idle)
+		}
 		return archive.Manifest{}, fail(ReasonStorageFailed, "write manifest %s: %w", job.ManifestKey, err)
 	}
 	return m, nil
@@ -191,15 +198,16 @@ func upErrOrClosed(err error) error {
 	return errUploadStopped
 }
 
-// watchIdle returns the progress reader of an upload and cancels ctx with errStalled when it has
-// not been read for idle. It stops when ctx ends.
-func watchIdle(ctx context.Context, idle time.Duration, cancel context.CancelCauseFunc) *progressReader {
-	return &progressReader{activity: watchActivity(ctx, idle, cancel)}
+// watchIdle returns the progress reader of an upload and calls onStall when it has not been read
+// for idle while an S3 call was in flight. It stops when ctx ends.
+func watchIdle(ctx context.Context, idle time.Duration, onStall func()) *progressReader {
+	return &progressReader{activity: watchActivity(ctx, idle, onStall)}
 }
 
-// reportUploaded feeds the bytes an archive upload sent to the reporter, once a second, until
-// the returned function is called.
-func reportUploaded(reporter *progressReporter, sent *progressReader) func() {
+// keepReporting feeds progress() to the reporter once a second, until the returned function is
+// called: the report of a phase that reports nothing by itself (an archive upload, kopia's
+// maintenance), so that its age keeps meaning "the mover is stuck or S3 takes no request".
+func keepReporting(reporter *progressReporter, progress func() Progress) func() {
 	stop := make(chan struct{})
 	done := make(chan struct{})
 	go func() {
@@ -209,10 +217,10 @@ func reportUploaded(reporter *progressReporter, sent *progressReader) func() {
 		for {
 			select {
 			case <-stop:
-				reporter.report(Progress{UploadedBytes: sent.sent.Load()})
+				reporter.report(progress())
 				return
 			case <-t.C:
-				reporter.report(Progress{UploadedBytes: sent.sent.Load()})
+				reporter.report(progress())
 			}
 		}
 	}()

@@ -56,6 +56,9 @@ type Result struct {
 	Bytes      int64   `json:"bytes,omitempty"`
 	SHA256     string  `json:"sha256,omitempty"`
 	Files      int64   `json:"files,omitempty"`
+	// Skipped counts what a backup found in the volume and could not hold (manifest's skipped):
+	// sockets and devices, and FIFOs with kopia. The controller warns about them.
+	Skipped int64 `json:"skipped,omitempty"`
 
 	// Kopia engine only: the snapshot of the backup, the repository's size in the bucket after
 	// the run, its password key derivation, and its maintenance (what ran after this backup,
@@ -124,6 +127,8 @@ type Progress struct {
 	HashedBytes    int64     `json:"hashedBytes"`              // read and hashed so far
 	CachedBytes    int64     `json:"cachedBytes,omitempty"`    // unchanged files not read again (kopia)
 	UploadedBytes  int64     `json:"uploadedBytes"`            // written to the bucket so far
+	// Phase is "maintenance" while kopia's repository maintenance runs after the backup.
+	Phase string `json:"phase,omitempty"`
 }
 
 // ProgressEvery is how often a running backup writes its Progress.

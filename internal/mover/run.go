@@ -144,5 +144,5 @@ func runBackup(ctx context.Context, getenv func(string) string, version string) 
 		return res
 	}
 	return Result{Result: Succeeded, ID: m.ID, ArchiveKey: m.Archive.Key, Bytes: m.Archive.Bytes,
-		SHA256: m.Archive.SHA256, Files: m.Files}
+		SHA256: m.Archive.SHA256, Files: m.Files, Skipped: m.Skipped}
 }

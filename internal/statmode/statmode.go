@@ -37,3 +37,19 @@ func FileMode(m uint32) fs.FileMode {
 	}
 	return mode
 }
+
+// Unix is the inverse of FileMode for the bits chmod(2) takes: the permission bits of m and its
+// setuid, setgid and sticky bits, where Go keeps them apart (fs.ModeSetuid is not 0o4000).
+func Unix(m fs.FileMode) uint32 {
+	mode := uint32(m.Perm())
+	if m&fs.ModeSetuid != 0 {
+		mode |= syscall.S_ISUID
+	}
+	if m&fs.ModeSetgid != 0 {
+		mode |= syscall.S_ISGID
+	}
+	if m&fs.ModeSticky != 0 {
+		mode |= syscall.S_ISVTX
+	}
+	return mode
+}

@@ -127,6 +127,27 @@ func (m *MinIO) Stop() {
 	})
 }
 
+// Outage takes the server down for d, as a crash or a network outage would: it kills it
+// (connections are refused meanwhile), keeps its data, and starts it again on the same address.
+// It returns once the server is live again.
+func (m *MinIO) Outage(t testing.TB, d time.Duration) {
+	t.Helper()
+	_ = syscall.Kill(-m.cmd.Process.Pid, syscall.SIGKILL)
+	<-m.exited
+	time.Sleep(d)
+	cmd := exec.Command(m.cmd.Path, m.cmd.Args[1:]...)
+	cmd.Env, cmd.Stdout, cmd.Stderr, cmd.SysProcAttr = m.cmd.Env, m.log, m.log, m.cmd.SysProcAttr
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start MinIO again: %v", err)
+	}
+	m.cmd, m.exited = cmd, make(chan struct{})
+	exited := m.exited
+	go func() { _ = cmd.Wait(); close(exited) }()
+	if err := m.waitLive(30 * time.Second); err != nil {
+		t.Fatalf("MinIO at %s after the outage: %v", m.Endpoint, err)
+	}
+}
+
 // Freeze stops the server (SIGSTOP to its process group) without closing its connections: a
 // frozen dependency, which accepts bytes into socket buffers and answers nothing. Thaw resumes it.
 func (m *MinIO) Freeze() { _ = syscall.Kill(-m.cmd.Process.Pid, syscall.SIGSTOP) }
