@@ -168,6 +168,23 @@ func (w *world) jobs() []batchv1.Job {
 func (w *world) runMover(job *batchv1.Job, dir string) mover.Result {
 	w.t.Helper()
 	c := job.Spec.Template.Spec.Containers[0]
+	env := w.moverEnv(job)
+	getenv := func(k string) string { return env[k] }
+	switch c.Command[len(c.Command)-1] { // /mover backup|restore|verify
+	case "restore":
+		env[mover.EnvTargetDir] = dir
+		return mover.RunRestore(testCtx, getenv)
+	case "verify":
+		return mover.RunVerify(testCtx, getenv)
+	}
+	env[mover.EnvSourceDir] = dir
+	return mover.RunBackup(testCtx, getenv, "test")
+}
+
+// moverEnv is the environment of the mover container of job, as the kubelet resolves it.
+func (w *world) moverEnv(job *batchv1.Job) map[string]string {
+	w.t.Helper()
+	c := job.Spec.Template.Spec.Containers[0]
 	env := map[string]string{}
 	for _, e := range c.Env {
 		switch {
@@ -183,16 +200,7 @@ func (w *world) runMover(job *batchv1.Job, dir string) mover.Result {
 	if env[mover.EnvKopiaCacheDir] != "" {
 		env[mover.EnvKopiaCacheDir] = w.t.TempDir() // the Job's emptyDir
 	}
-	getenv := func(k string) string { return env[k] }
-	switch c.Command[len(c.Command)-1] { // /mover backup|restore|verify
-	case "restore":
-		env[mover.EnvTargetDir] = dir
-		return mover.RunRestore(testCtx, getenv)
-	case "verify":
-		return mover.RunVerify(testCtx, getenv)
-	}
-	env[mover.EnvSourceDir] = dir
-	return mover.RunBackup(testCtx, getenv, "test")
+	return env
 }
 
 // finishPod writes the pod of a finished mover Job with the mover's result as its termination

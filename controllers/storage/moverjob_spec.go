@@ -77,6 +77,9 @@ func desiredMoverJob(src s3Source, image string, j moverJob) *batchv1.Job {
 		{Name: mover.EnvMemoryLimit, ValueFrom: &corev1.EnvVarSource{ResourceFieldRef: &corev1.ResourceFieldSelector{
 			ContainerName: moverContainer, Resource: "limits.memory"}}},
 	}, j.env...)
+	if m := j.options; m != nil && m.StorageIdleTimeout != nil {
+		env = append(env, corev1.EnvVar{Name: mover.EnvIdleTimeout, Value: m.StorageIdle().String()})
+	}
 	var volumes []corev1.Volume
 	var mounts []corev1.VolumeMount
 	if j.claim != "" { // verify reads from S3 only and mounts no volume

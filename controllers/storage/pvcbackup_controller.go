@@ -56,7 +56,7 @@ type ObjectStore interface {
 	ListTop(ctx context.Context, prefix string) ([]objectstore.ObjectInfo, error)
 	Delete(ctx context.Context, key string) error
 	DeletePrefix(ctx context.Context, prefix string) (int, error)
-	IncompleteUploads(ctx context.Context, prefix string) ([]string, error)
+	IncompleteUploads(ctx context.Context, prefix string, keys ...string) ([]string, error)
 	AbortUploads(ctx context.Context, key string) error
 }
 
@@ -312,6 +312,9 @@ func (r *PVCBackupReconciler) reconcileActiveRun(ctx context.Context, s *scope) 
 		}
 		if job.Status.Active > 0 { // only a mover that runs writes progress
 			r.readProgress(ctx, s)
+			if msg, stalled := stalledMessage(run.Progress, s.now, pb.Spec.Mover.StorageIdle()); stalled && s.stage == ReasonUploading {
+				s.stage, s.stageMessage = ReasonStalled, msg
+			}
 		}
 		return nil
 	case out.failed:
@@ -337,6 +340,7 @@ func (r *PVCBackupReconciler) reconcileActiveRun(ctx context.Context, s *scope) 
 			pb.Status.Repository.Check = prev.Check
 		}
 	}
+	r.recordSkipped(pb, run.ID, &rec, m.Skipped)
 	if pb.Spec.Verify {
 		verified, msg, done, err := r.reconcileVerify(ctx, s)
 		if err != nil || !done {

@@ -123,7 +123,7 @@ func (r *PVCBackupReconciler) tidy(ctx context.Context, s *scope, prune bool) er
 			return fmt.Errorf("delete progress report %s: %w", key, err)
 		}
 	}
-	uploads, err := store.IncompleteUploads(cctx, prefix)
+	uploads, err := store.IncompleteUploads(cctx, prefix, failedRunArchives(pb)...)
 	if err != nil {
 		return fmt.Errorf("list incomplete uploads: %w", err)
 	}
@@ -172,6 +172,19 @@ func unindexedHint(rec *mover.RepositoryRecord) string {
 	}
 	return fmt.Sprintf("; the bucket holds %d packs that no index lists (%s): what a lost index held, or what a killed run left",
 		rec.UnindexedCount, strings.Join(rec.UnindexedPacks[:min(len(rec.UnindexedPacks), 5)], ", "))
+}
+
+// failedRunArchives are the archive keys of the runs in history that did not succeed: a mover
+// killed mid-upload leaves its multipart upload there, and some S3 servers (MinIO) list an
+// upload only when asked for its key.
+func failedRunArchives(pb *storagev1.PVCBackup) []string {
+	var keys []string
+	for _, h := range pb.Status.History {
+		if h.Result != storagev1.RunSucceeded && h.ID != "" {
+			keys = append(keys, archiveKey(pb, h.ID))
+		}
+	}
+	return keys
 }
 
 // withoutUnverified moves backups whose verification failed (as history records) from the valid

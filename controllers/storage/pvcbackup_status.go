@@ -37,6 +37,7 @@ const (
 	ReasonWaitingForSchedule = "WaitingForSchedule" // False: no run yet, waiting for the first tick
 	ReasonSnapshotPending    = "SnapshotPending"    // True: waiting for the VolumeSnapshot to be ready
 	ReasonUploading          = "Uploading"          // True: the mover Job streams the volume to S3
+	ReasonStalled            = "Stalled"            // True: the mover's progress report is older than stallAfter
 	ReasonVerifying          = "Verifying"          // True: the verify Job reads the new backup back (spec.verify)
 	ReasonSucceeded          = "Succeeded"          // False: the last run succeeded
 	ReasonFailed             = "Failed"             // False: the last run failed

@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	storagev1 "github.com/okgoes/okgoes-operator/api/storage/v1"
+	"github.com/okgoes/okgoes-operator/internal/mover"
 	"github.com/okgoes/okgoes-operator/internal/testenv"
 )
 
@@ -36,6 +37,11 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	if os.Getenv(envMoverChild) != "" { // the mover process of a story (startMoverProcess)
+		res := mover.RunBackup(context.Background(), os.Getenv, "test")
+		fmt.Println(res.Message)
+		os.Exit(0)
+	}
 	ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.Level(zapcore.WarnLevel)))
 	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, storagev1.AddToScheme, snapshotv1.AddToScheme} {
 		if err := add(scheme); err != nil {

@@ -1,6 +1,8 @@
 package v1
 
 import (
+	"time"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -353,6 +355,29 @@ type MoverOptions struct {
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Active Deadline (seconds)",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:number"}
 	ActiveDeadlineSeconds *int64 `json:"activeDeadlineSeconds,omitempty"`
+	// StorageIdleTimeout ends a backup whose S3 requests have made no progress for this long (a
+	// frozen server, a stalled network): the run fails with reason StorageStalled instead of
+	// waiting for its deadline. Every S3 request of the backup's mover counts, closing the kopia
+	// repository included. A duration from 10s to 1h, e.g. "90s" or "10m"; default 5m. Restore
+	// and verify Jobs do not use it yet: activeDeadlineSeconds bounds them.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=16
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ms|s|m|h))+$') && duration(self) >= duration('10s') && duration(self) <= duration('1h')",message="storageIdleTimeout must be a duration from 10s to 1h, e.g. 90s or 10m"
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Storage Idle Timeout",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:text"}
+	StorageIdleTimeout *metav1.Duration `json:"storageIdleTimeout,omitempty"`
+}
+
+// DefaultStorageIdleTimeout is the StorageIdleTimeout of MoverOptions that set none (the
+// mover's own default, internal/mover DefaultIdleTimeout, is the same).
+const DefaultStorageIdleTimeout = 5 * time.Minute
+
+// StorageIdle is how long the mover's S3 requests may make no progress.
+func (m *MoverOptions) StorageIdle() time.Duration {
+	if m == nil || m.StorageIdleTimeout == nil {
+		return DefaultStorageIdleTimeout
+	}
+	return m.StorageIdleTimeout.Duration
 }
 
 // DefaultActiveDeadlineSeconds bounds a mover Job whose MoverOptions set no deadline.
@@ -509,6 +534,10 @@ type RunStatus struct {
 	// Files backed up.
 	// +optional
 	Files int64 `json:"files,omitempty"`
+	// SkippedEntries counts what the volume held and the engine could not keep: sockets and
+	// devices, and FIFOs with kopia (a Warning event EntriesSkipped says so).
+	// +optional
+	SkippedEntries int64 `json:"skippedEntries,omitempty"`
 	// SHA256 of the archive object.
 	// +optional
 	SHA256 string `json:"sha256,omitempty"`
