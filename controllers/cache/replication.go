@@ -548,6 +548,13 @@ func (r *RedisCacheReconciler) observeMembers(ctx context.Context, s *scope) ([]
 		}
 		m := &member{pod: pod, ordinal: podOrdinal(pod.Name)}
 		m.host, m.port = addr(pod, s.cache.Spec.Redis.Port)
+		if since, silent := r.probe.silentSince(pod.UID); silent && m.role() == rolePrimary {
+			// The primaryProbe's PING, once a second, goes unanswered: asking again would only
+			// add a timeout (2 s) to the failover. The probe wakes the reconcile when it answers.
+			m.err = fmt.Errorf("no answer to the operator's PING since %s", since.UTC().Format(time.RFC3339))
+			members = append(members, m)
+			continue
+		}
 		if m.host != "" && pod.Status.Phase == corev1.PodRunning && !m.gone() {
 			if err := r.ensurePassword(ctx, s, m); err != nil {
 				m.err = err
