@@ -22,4 +22,8 @@
 //     in a work directory: the caller's cache directory, or a temporary one removed at Close.
 //   - kopia's default of exiting the process on a fatal repository error is replaced by an
 //     error log.
+//   - A manifest content kopia cannot read is skipped instead of failing every manifest lookup,
+//     and a backup heals the repository first: a lost index rebuilt from the packs, lost or
+//     corrupt contents dropped from the index to be uploaded again, a sample of the packs read
+//     back (heal.go).
 package kopiarepo

@@ -89,6 +89,8 @@ type DamageError struct {
 	// Missing: at least one pack does not exist; otherwise the packs exist and hold contents
 	// that do not decrypt (corrupt or cut short).
 	Missing bool
+
+	seen map[content.ID]bool // Contents, as a set
 }
 
 func (e *DamageError) Error() string {
@@ -107,7 +109,11 @@ func (e *DamageError) Unwrap() error { return ErrDamaged }
 
 // add records a damaged content (pack missing or not) and the path that needs it.
 func (e *DamageError) add(ci content.Info, missing bool, path string) {
-	if !slices.Contains(e.Contents, ci.ContentID) {
+	if e.seen == nil {
+		e.seen = map[content.ID]bool{}
+	}
+	if !e.seen[ci.ContentID] {
+		e.seen[ci.ContentID] = true
 		e.Contents = append(e.Contents, ci.ContentID)
 	}
 	if !slices.Contains(e.Packs, ci.PackBlobID) {
@@ -269,12 +275,13 @@ func isPack(id blob.ID) bool {
 // manifest anyway, and a damaged one hides what it holds).
 func (r *Repo) scanContents(ctx context.Context, dr repo.DirectRepository, blobs map[blob.ID]blob.Metadata) (*DamageError, error) {
 	damage := &DamageError{}
+	unlisted := map[blob.ID][]content.Info{}
 	var manifests []content.Info
 	err := dr.ContentReader().IterateContents(ctx, content.IterateOptions{}, func(ci content.Info) error {
 		m, ok := blobs[ci.PackBlobID]
 		switch {
 		case !ok:
-			damage.add(ci, true, "")
+			unlisted[ci.PackBlobID] = append(unlisted[ci.PackBlobID], ci)
 		case int64(ci.PackOffset)+int64(ci.PackedLength) > m.Length:
 			damage.add(ci, false, "")
 		case ci.ContentID.Prefix() == manifest.ContentPrefix:
@@ -285,7 +292,7 @@ func (r *Repo) scanContents(ctx context.Context, dr repo.DirectRepository, blobs
 	if err != nil {
 		return nil, fmt.Errorf("read the index: %w", err)
 	}
-	if err := r.confirmMissing(ctx, dr, damage); err != nil {
+	if err := confirmMissing(ctx, dr, unlisted, damage); err != nil {
 		return nil, err
 	}
 	for _, ci := range manifests {
@@ -296,20 +303,19 @@ func (r *Repo) scanContents(ctx context.Context, dr repo.DirectRepository, blobs
 	return damage, nil
 }
 
-// confirmMissing asks S3 once more about each pack the listing did not show, so that no content
-// is dropped for a listing that missed a pack.
-func (r *Repo) confirmMissing(ctx context.Context, dr repo.DirectRepository, damage *DamageError) error {
-	if !damage.Missing {
-		return nil
-	}
-	for _, pack := range damage.Packs {
+// confirmMissing asks S3 once more about each pack the listing did not show, and adds the
+// contents of those it does not hold to damage: no content is dropped for a listing that
+// missed a pack (or one written since by another client).
+func confirmMissing(ctx context.Context, dr repo.DirectRepository, unlisted map[blob.ID][]content.Info, damage *DamageError) error {
+	for pack, infos := range unlisted {
 		_, err := dr.BlobReader().GetMetadata(ctx, pack)
 		switch {
 		case errors.Is(err, blob.ErrBlobNotFound):
+			for _, ci := range infos {
+				damage.add(ci, true, "")
+			}
 		case err != nil:
 			return fmt.Errorf("stat pack %s: %w", pack, err)
-		default:
-			return fmt.Errorf("pack %s was not listed, and exists: the listing of the repository is not trustworthy", pack)
 		}
 	}
 	return nil

@@ -138,8 +138,39 @@ func BenchmarkMoverKopiaRestore(b *testing.B) {
 // restore into an empty target, interleaved; it reports both and the ratio:
 //
 //	go test ./internal/mover/ -run '^$' -bench KopiaCleanRestore -benchtime 3x
+//	BENCH_SMALL_FILES=200000 go test ./internal/mover/ -run '^$' -bench KopiaCleanRestore -benchtime 2x
+//
+// BENCH_SMALL_FILES=n backs up n files of 4 KiB (1,000 a directory) instead of BENCH_GIB.
+// smallFilesVolume writes n (a decimal string) files of 4 KiB of random data, 1,000 a directory.
+func smallFilesVolume(b *testing.B, n string) (string, int64) {
+	var count int
+	fmt.Sscan(n, &count)
+	dir := b.TempDir()
+	buf := make([]byte, 4<<10)
+	r := rand.NewChaCha8([32]byte{9})
+	for i := range count {
+		sub := filepath.Join(dir, fmt.Sprintf("d%04d", i/1000))
+		if i%1000 == 0 {
+			if err := os.Mkdir(sub, 0o755); err != nil {
+				b.Fatal(err)
+			}
+		}
+		r.Read(buf)
+		if err := os.WriteFile(filepath.Join(sub, fmt.Sprintf("f%06d", i)), buf, 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return dir, int64(count) << 12
+}
+
 func BenchmarkMoverKopiaCleanRestore(b *testing.B) {
-	dir, size := kopiaBenchVolume(b)
+	var dir string
+	var size int64
+	if s := os.Getenv("BENCH_SMALL_FILES"); s != "" {
+		dir, size = smallFilesVolume(b, s)
+	} else {
+		dir, size = kopiaBenchVolume(b)
+	}
 	e := kopiaBenchEnv(b, dir, 0)
 	runChild(b, "mover", e) // the backup to restore, untimed
 	b.SetBytes(size)
