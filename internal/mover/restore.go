@@ -250,8 +250,13 @@ func runRestore(ctx context.Context, getenv func(string) string) Result {
 	if err != nil {
 		return failed(err, ReasonInvalidConfig)
 	}
-	m, st, err := Restore(ctx, store, job)
-	return outcome(m, st, job.ArchiveKey, err)
+	w, err := watchReads(ctx, getenv)
+	if err != nil {
+		return failed(err, ReasonInvalidConfig)
+	}
+	defer w.stop()
+	m, st, err := Restore(w.ctx, watchedStore{store, w.act}, job)
+	return outcome(m, st, job.ArchiveKey, w.outcome(err))
 }
 
 // runRestoreKopia is `mover restore` of a kopia backup: the manifest names the snapshot.
@@ -267,8 +272,13 @@ func runRestoreKopia(ctx context.Context, getenv func(string) string, cfg object
 	if err != nil {
 		return failed(err, ReasonInvalidConfig)
 	}
-	m, st, err := RestoreKopia(ctx, store, cfg, job, opts)
-	return kopiaReadResult(m, int64(st.Files), st.Bytes, err)
+	w, err := watchReads(ctx, getenv)
+	if err != nil {
+		return failed(err, ReasonInvalidConfig)
+	}
+	defer w.stop()
+	m, st, err := RestoreKopia(w.ctx, watchedStore{store, w.act}, cfg, job, w.kopia(opts))
+	return kopiaReadResult(m, int64(st.Files), st.Bytes, w.outcome(err))
 }
 
 // kopiaReadResult is the Result of a restore or verify of a kopia backup.

@@ -30,8 +30,14 @@ type moverProcess struct {
 
 func startBackupProcess(t *testing.T, e env) *moverProcess {
 	t.Helper()
+	return startMoverProcess(t, "backup-result", e)
+}
+
+// startMoverProcess runs the mover as role (TestMain: backup-result, restore-result).
+func startMoverProcess(t *testing.T, role string, e env) *moverProcess {
+	t.Helper()
 	p := &moverProcess{cmd: exec.Command(os.Args[0], "-test.run=^$"), exited: make(chan struct{})}
-	p.cmd.Env = append(os.Environ(), "MOVER_BENCH_CHILD=backup-result")
+	p.cmd.Env = append(os.Environ(), "MOVER_BENCH_CHILD="+role)
 	for k, v := range e {
 		p.cmd.Env = append(p.cmd.Env, k+"="+v)
 	}
@@ -156,5 +162,38 @@ func TestStorageOutageMidUploadIsAStorageFailure(t *testing.T) {
 	t.Logf("backup: %s: %s", res.Reason, res.Message)
 	if res.Result != Failed || res.Reason != ReasonStorageFailed || strings.HasPrefix(res.Message, "read volume") {
 		t.Fatalf("backup while S3 was down: %+v, want StorageFailed naming S3", res)
+	}
+}
+
+// MinIO frozen in the middle of a restore, for both engines: the restore mover ends with
+// StorageStalled within its idle timeout and a bound, while the server stays frozen. It used to
+// wait for the server (or the Job's deadline: 6 hours by default).
+func TestFrozenStorageEndsTheRestore(t *testing.T) {
+	for _, engine := range []string{EngineKopia, EngineArchive} {
+		t.Run(engine, func(t *testing.T) {
+			e, m, _ := kopiaSetup(t, stallVolume(t))
+			e[EnvEngine] = engine
+			if res := RunBackup(context.Background(), e.get, "test"); res.Result != Succeeded {
+				t.Fatalf("backup: %+v", res)
+			}
+			e[EnvTargetDir] = t.TempDir()
+			e[EnvIdleTimeout] = "3s"
+			p := startMoverProcess(t, "restore-result", e)
+			p.waitUntil(t, "it wrote its first file", func() bool {
+				entries, _ := os.ReadDir(e[EnvTargetDir])
+				return len(entries) > 0
+			})
+			m.Freeze()
+			defer m.Thaw()
+			frozen := time.Now()
+			res, ended := p.result(t, 3*time.Second+stallBound)
+			if !ended {
+				t.Fatalf("the restore still runs %v after S3 froze (idle timeout 3s)", time.Since(frozen).Round(time.Second))
+			}
+			t.Logf("the restore ended %v after S3 froze: %s: %s", time.Since(frozen).Round(100*time.Millisecond), res.Reason, res.Message)
+			if res.Result != Failed || res.Reason != ReasonStorageStalled {
+				t.Fatalf("restore from a frozen S3: %+v, want StorageStalled", res)
+			}
+		})
 	}
 }

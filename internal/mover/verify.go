@@ -31,15 +31,21 @@ func runVerify(ctx context.Context, getenv func(string) string) Result {
 	if err != nil {
 		return failed(err, ReasonInvalidConfig)
 	}
+	w, err := watchReads(ctx, getenv)
+	if err != nil {
+		return failed(err, ReasonInvalidConfig)
+	}
+	defer w.stop()
+	watched := watchedStore{store, w.act}
 	if getenv(EnvEngine) == EngineKopia {
 		opts, err := kopiaOptionsFromEnv(getenv)
 		if err != nil {
 			return failed(err, ReasonInvalidConfig)
 		}
-		m, st, err := VerifyKopia(ctx, store, cfg, getenv(EnvManifestKey), opts)
-		return kopiaReadResult(m, m.Files, st.Bytes, err)
+		m, st, err := VerifyKopia(w.ctx, watched, cfg, getenv(EnvManifestKey), w.kopia(opts))
+		return kopiaReadResult(m, m.Files, st.Bytes, w.outcome(err))
 	}
 	key := getenv(EnvArchiveKey)
-	m, st, err := Verify(ctx, store, key, getenv(EnvManifestKey))
-	return outcome(m, st, key, err)
+	m, st, err := Verify(w.ctx, watched, key, getenv(EnvManifestKey))
+	return outcome(m, st, key, w.outcome(err))
 }

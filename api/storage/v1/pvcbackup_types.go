@@ -355,11 +355,11 @@ type MoverOptions struct {
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Active Deadline (seconds)",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:number"}
 	ActiveDeadlineSeconds *int64 `json:"activeDeadlineSeconds,omitempty"`
-	// StorageIdleTimeout ends a backup whose S3 requests have made no progress for this long (a
-	// frozen server, a stalled network): the run fails with reason StorageStalled instead of
-	// waiting for its deadline. Every S3 request of the backup's mover counts, closing the kopia
-	// repository included. A duration from 10s to 1h, e.g. "90s" or "10m"; default 5m. Restore
-	// and verify Jobs do not use it yet: activeDeadlineSeconds bounds them.
+	// StorageIdleTimeout ends a mover (backup, verify or restore) whose S3 requests have made no
+	// progress for this long (a frozen server, a stalled network): the run fails with reason
+	// StorageStalled instead of waiting for its deadline. Every S3 request of the mover counts,
+	// closing the kopia repository included. A duration from 10s to 1h, e.g. "90s" or "10m";
+	// default 5m.
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:MaxLength=16
 	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ms|s|m|h))+$') && duration(self) >= duration('10s') && duration(self) <= duration('1h')",message="storageIdleTimeout must be a duration from 10s to 1h, e.g. 90s or 10m"
