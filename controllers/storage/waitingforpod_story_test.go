@@ -68,7 +68,15 @@ func (w *world) startPod(job *batchv1.Job) {
 	}
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: job.Namespace, Name: job.Name + "-r7x2k", Labels: labels},
 		Spec: job.Spec.Template.Spec}
-	w.must(k8s.Create(testCtx, pod))
+	// The API server's quota admission sees a deleted quota through its own cache: it may refuse
+	// the pod for a moment after allowPods.
+	deadline := time.Now().Add(10 * time.Second)
+	for err := k8s.Create(testCtx, pod); err != nil; err = k8s.Create(testCtx, pod) {
+		if !apierrors.IsForbidden(err) || time.Now().After(deadline) {
+			w.t.Fatal(err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 	pod.Status.Phase = corev1.PodRunning
 	pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: moverContainer, Image: pod.Spec.Containers[0].Image, Ready: true,
 		State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.Now()}}}}
