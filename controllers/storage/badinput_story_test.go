@@ -41,6 +41,12 @@ func TestAdmissionRejectsInvalidBackups(t *testing.T) {
 		{"a deadline of 31,000 years", func(pb *storagev1.PVCBackup) {
 			pb.Spec.Mover = &storagev1.MoverOptions{ActiveDeadlineSeconds: ptrTo[int64](1_000_000_000_000)}
 		}, "spec.mover.activeDeadlineSeconds"},
+		{"a storage idle timeout of 5 seconds", func(pb *storagev1.PVCBackup) {
+			pb.Spec.Mover = &storagev1.MoverOptions{StorageIdleTimeout: &metav1.Duration{Duration: 5 * time.Second}}
+		}, "storageIdleTimeout must be a duration from 10s to 1h"},
+		{"a storage idle timeout of 2 hours", func(pb *storagev1.PVCBackup) {
+			pb.Spec.Mover = &storagev1.MoverOptions{StorageIdleTimeout: &metav1.Duration{Duration: 2 * time.Hour}}
+		}, "storageIdleTimeout must be a duration from 10s to 1h"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
