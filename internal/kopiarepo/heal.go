@@ -386,9 +386,23 @@ func (r *Repo) sampleRead(ctx context.Context, dr repo.DirectRepository, blobs m
 	if err != nil {
 		return fmt.Errorf("read the index: %w", err)
 	}
+	if len(byPack) == 0 {
+		return nil
+	}
+	// A connection of its own, without kopia's disk cache, which would keep a copy of every
+	// content read (with an HMAC each: the largest cost of reading many small contents).
+	reader, err := r.reopen(ctx)
+	if err != nil {
+		return fmt.Errorf("open the repository for the sampled read: %w", err)
+	}
+	defer reader.Close(context.WithoutCancel(ctx)) //nolint:errcheck // read only
+	rdr, ok := reader.rep.(repo.DirectRepository)
+	if !ok {
+		return errors.New("the sampled read needs a direct repository connection")
+	}
 	var mu sync.Mutex
 	for pack, infos := range byPack {
-		if err := r.packs.hold(ctx, dr.BlobReader(), pack, blobs[pack].Length); err != nil && (ctx.Err() != nil || objectstore.IsNetworkError(err)) {
+		if err := reader.packs.hold(ctx, rdr.BlobReader(), pack, blobs[pack].Length); err != nil && (ctx.Err() != nil || objectstore.IsNetworkError(err)) {
 			return fmt.Errorf("read pack %s: %w", pack, err)
 		} // otherwise each content is read by itself, and reports what is wrong
 		g, gctx := errgroup.WithContext(ctx)
@@ -396,7 +410,7 @@ func (r *Repo) sampleRead(ctx context.Context, dr repo.DirectRepository, blobs m
 		for _, ci := range infos {
 			g.Go(func() error {
 				local := &DamageError{}
-				if err := readContent(gctx, dr, ci, local); err != nil {
+				if err := readContent(gctx, rdr, ci, local); err != nil {
 					return err
 				}
 				if len(local.Contents) > 0 {
@@ -408,7 +422,7 @@ func (r *Repo) sampleRead(ctx context.Context, dr repo.DirectRepository, blobs m
 			})
 		}
 		err := g.Wait()
-		r.packs.release(pack)
+		reader.packs.release(pack)
 		if err != nil {
 			return err
 		}

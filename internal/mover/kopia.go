@@ -143,6 +143,7 @@ func BackupKopia(ctx context.Context, store KopiaStore, cfg objectstore.Config, 
 		return archive.Manifest{}, out, failed(err, ReasonStorageFailed, "check the kopia repository at %s before the backup", job.Kopia.Prefix)
 	}
 	out.sampledBytes = healed.ReadBytes
+	fmt.Fprintf(os.Stderr, "mover: read back %d packs (%d bytes) of the kopia repository before the backup\n", healed.ReadPacks, healed.ReadBytes)
 	if out.repair = healed.String(); out.repair != "" {
 		fmt.Fprintln(os.Stderr, "mover: repaired the kopia repository:", out.repair)
 	}
