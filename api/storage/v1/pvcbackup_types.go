@@ -124,8 +124,11 @@ type PVCBackupSpec struct {
 	DeletionPolicy DeletionPolicy `json:"deletionPolicy,omitempty"`
 
 	// Verify downloads each new backup right after it is written and checks it against its
-	// manifest (sha256, size, file counts) without writing anywhere, in a second mover Job. The
-	// result is lastRun.verified; a failed verification makes Ready False (VerificationFailed).
+	// manifest (sha256, size, file counts), in a second mover Job that mounts no volume. The
+	// result is lastRun.verified; a failed verification makes Ready False (VerificationFailed, or
+	// RepositoryDamaged for a kopia repository). The one write it may make: a kopia verify that
+	// finds damaged contents drops them from the repository's index, so that the next backup
+	// uploads them again (docs/kopia.md).
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Verify",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:booleanSwitch"},order=10
 	Verify bool `json:"verify,omitempty"`
