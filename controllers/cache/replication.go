@@ -45,7 +45,8 @@ const (
 	// changed: to notice a primary that stopped answering before its readiness probe fails, and to
 	// refresh the lag. Pod changes (deletion, readiness) wake the reconciler at once.
 	replicationResync = 30 * time.Second
-	// switchoverPause is how long writes are held on a primary that hands over (scale-down).
+	// switchoverPause is how long writes are held on a primary that hands over (scale-down) or
+	// whose pod is being deleted, at most, while the new primary catches up.
 	switchoverPause = 4 * time.Second
 	// defaultFailoverAfter is spec.replication.failoverAfterSeconds when unset (the CRD defaults
 	// it too, see its doc).
@@ -57,6 +58,8 @@ const (
 	// at most demotionWatch after the failover; then the resync's 30 s.
 	demotionRecheck = time.Second
 	demotionWatch   = 5 * time.Minute
+	// goneAnswerTimeout bounds the question to a primary whose pod is being deleted.
+	goneAnswerTimeout = time.Second
 )
 
 // Failover reasons (status.replication.lastFailover.reason and the PrimaryAvailable condition).
@@ -136,6 +139,11 @@ type election struct {
 	// planned: the old primary is healthy and hands over (scale-down); writes are paused on it
 	// until the new one has caught up.
 	planned bool
+	// drain: the old primary is being deleted but still answers. Its writes are paused and the new
+	// primary catches up with it before the promotion, as in a planned switchover, so a replica
+	// that acknowledged a write the new primary lacks never has to resync it away; best effort,
+	// the pod is going anyway.
+	drain bool
 	// reason is why the labelled primary is not kept (a Reason* constant), "" when it is.
 	reason, message string
 	// wait > 0: the primary is unavailable but may come back; decide again after wait.
@@ -177,6 +185,7 @@ func decidePrimary(members []*member, previous string, keep int32, since, now ti
 	case old.gone():
 		e.from = old.pod.Name
 		e.reason, e.message = ReasonPrimaryDeleted, fmt.Sprintf("primary %s is being deleted", old.pod.Name)
+		e.drain = old.info != nil && old.info.Role == redisadmin.RolePrimary
 	case old.info != nil && old.info.Role == redisadmin.RoleReplica:
 		e.from = old.pod.Name
 		e.reason, e.message = ReasonPrimaryRestarted, fmt.Sprintf("primary %s restarted: its Redis is a replica (of %s:%d) and lost its data",
@@ -424,9 +433,12 @@ func (r *RedisCacheReconciler) demote(ctx context.Context, s *scope, m, p *membe
 // when it answers, becomes a replica before the new one is promoted and labelled.
 func (r *RedisCacheReconciler) failover(ctx context.Context, s *scope, e election, f cachev1beta1.Failover) error {
 	logger := log.FromContext(ctx)
-	if e.planned {
+	if e.planned || e.drain {
 		if err := r.catchUp(ctx, s, e.old, e.primary); err != nil {
-			return err
+			if e.planned {
+				return err
+			}
+			logger.Info("promoting without the deleted primary's last writes", "pod", e.old.pod.Name, "error", err.Error())
 		}
 	}
 	if o := e.old; o != nil && o != e.primary {
@@ -464,8 +476,9 @@ func (r *RedisCacheReconciler) failover(ctx context.Context, s *scope, e electio
 	return nil
 }
 
-// catchUp holds writes on the old primary and waits (at most switchoverPause) until the new one
-// has applied everything the old one acknowledged, so a planned switchover loses no write.
+// catchUp holds writes on the old primary and waits (at most switchoverPause/2) until the new one
+// has applied everything the old one acknowledged, so a planned switchover, or the failover of a
+// primary whose pod is being deleted while it still answers, loses no acknowledged write.
 func (r *RedisCacheReconciler) catchUp(ctx context.Context, s *scope, old, next *member) error {
 	if err := r.redis().PauseWrites(ctx, old.addr(), s.password, switchoverPause); err != nil {
 		return fmt.Errorf("pause writes on %s: %w", old.pod.Name, err)
@@ -473,16 +486,20 @@ func (r *RedisCacheReconciler) catchUp(ctx context.Context, s *scope, old, next 
 	deadline := time.Now().Add(switchoverPause / 2)
 	for {
 		o, err1 := r.redis().Replication(ctx, old.addr(), s.password)
+		if err1 != nil {
+			// Gone (a deleted pod exits): there is nothing left to catch up with.
+			return fmt.Errorf("read the offset of %s: %w", old.pod.Name, err1)
+		}
 		n, err2 := r.redis().Replication(ctx, next.addr(), s.password)
-		if err1 == nil && err2 == nil && n.Offset >= o.Offset {
+		if err2 == nil && n.Offset >= o.Offset {
 			next.info = &n
 			return nil
 		}
 		if time.Now().After(deadline) {
 			// Do not hold the writes for the rest of the pause: the next reconcile tries again.
 			_ = r.redis().PauseWrites(ctx, old.addr(), s.password, 0)
-			return fmt.Errorf("%s did not catch up with %s within %s (offsets %d, %d; %v %v)", next.pod.Name, old.pod.Name,
-				switchoverPause/2, n.Offset, o.Offset, err1, err2)
+			return fmt.Errorf("%s did not catch up with %s within %s (offsets %d, %d; %v)", next.pod.Name, old.pod.Name,
+				switchoverPause/2, n.Offset, o.Offset, err2)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -555,7 +572,8 @@ func (r *RedisCacheReconciler) observeMembers(ctx context.Context, s *scope) ([]
 			members = append(members, m)
 			continue
 		}
-		if m.host != "" && pod.Status.Phase == corev1.PodRunning && !m.gone() {
+		switch {
+		case m.host != "" && pod.Status.Phase == corev1.PodRunning && !m.gone():
 			if err := r.ensurePassword(ctx, s, m); err != nil {
 				m.err = err
 				members = append(members, m)
@@ -566,7 +584,17 @@ func (r *RedisCacheReconciler) observeMembers(ctx context.Context, s *scope) ([]
 				m.info = &info
 			}
 			m.err = err
-		} else {
+		case m.host != "" && pod.Status.Phase == corev1.PodRunning && m.role() == rolePrimary:
+			// A primary in its grace period may still take writes: the failover drains it when it
+			// answers (see election.drain), and does not wait long for one that does not.
+			gctx, cancel := context.WithTimeout(ctx, goneAnswerTimeout)
+			info, err := r.redis().Replication(gctx, m.addr(), s.password)
+			cancel()
+			if err == nil {
+				m.info = &info
+			}
+			m.err = err
+		default:
 			m.err = fmt.Errorf("pod is %s", cmp.Or(string(pod.Status.Phase), "not started"))
 		}
 		members = append(members, m)

@@ -105,11 +105,17 @@ func (p *redisProc) kill() {
 
 func (p *redisProc) info(t *testing.T) redisadmin.Info {
 	t.Helper()
-	in, err := redisadmin.Client{}.Replication(testCtx, p.addr(), p.password)
+	in, err := p.tryInfo()
 	if err != nil {
 		t.Fatal(err)
 	}
 	return in
+}
+
+// tryInfo is info for a poll: the server may drop the question's connection (a demotion's
+// CLIENT KILL) and answer the next one.
+func (p *redisProc) tryInfo() (redisadmin.Info, error) {
+	return redisadmin.Client{}.Replication(testCtx, p.addr(), p.password)
 }
 
 // keepFinalizer keeps a deleted test pod terminating, as the kubelet does during the grace period.

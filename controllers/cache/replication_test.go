@@ -156,6 +156,28 @@ func TestDecidePrimaryGathersAPersistentCache(t *testing.T) {
 	}
 }
 
+// TestDecidePrimaryDrainsADeletedPrimaryThatAnswers: a primary whose pod is being deleted but
+// still answers as a primary is drained (its writes paused until the new one caught up) before
+// the promotion; one that does not answer, or answers as a replica, is not.
+func TestDecidePrimaryDrainsADeletedPrimaryThatAnswers(t *testing.T) {
+	now := time.Now()
+	for _, c := range []struct {
+		name  string
+		old   *redisadmin.Info
+		drain bool
+	}{
+		{"answers as a primary", primaryAt(900), true},
+		{"does not answer", nil, false},
+		{"answers as a replica (restarted)", fenced(), false},
+	} {
+		e := decidePrimary([]*member{deleted(testMember(0, rolePrimary, true, c.old)), testMember(1, roleReplica, true, replicaAt(800))},
+			"", 2, now, now, time.Second, false)
+		if e.primary == nil || e.primary.pod.Name != "c-1" || !e.promote || e.drain != c.drain {
+			t.Errorf("deleted primary that %s: %+v, want c-1 promoted, drain %v", c.name, e, c.drain)
+		}
+	}
+}
+
 // TestDecidePrimaryOnScaleDown: pods at or above spec.replicas are about to go: never promoted,
 // and a healthy primary among them hands over (planned) to the best remaining pod.
 func TestDecidePrimaryOnScaleDown(t *testing.T) {
