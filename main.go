@@ -34,6 +34,7 @@ import (
 	storagev1 "github.com/okgoes/okgoes-operator/api/storage/v1"
 	cachecontrollers "github.com/okgoes/okgoes-operator/controllers/cache"
 	storagecontrollers "github.com/okgoes/okgoes-operator/controllers/storage"
+	"github.com/okgoes/okgoes-operator/controllers/storage/storagekit"
 	"github.com/okgoes/okgoes-operator/internal/schedule"
 	"github.com/okgoes/okgoes-operator/internal/storageversion"
 	"github.com/okgoes/okgoes-operator/internal/webhookcert"
@@ -156,7 +157,7 @@ func newManager(restConfig *rest.Config, c config) (ctrl.Manager, error) {
 	if err != nil {
 		return nil, err
 	}
-	outages := &storagecontrollers.APIOutages{}
+	outages := &storagekit.APIOutages{}
 	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
 		Scheme: scheme,
 		WebhookServer: webhook.NewServer(webhook.Options{
@@ -201,13 +202,13 @@ func newManager(restConfig *rest.Config, c config) (ctrl.Manager, error) {
 		return nil, fmt.Errorf("--mover-image (or $RELATED_IMAGE_MOVER) is required: the image of the backup Jobs")
 	}
 	// One cache for both controllers: PVCBackups and PVCRestores share Secrets and buckets.
-	s3Cache := &storagecontrollers.S3Cache{TTL: storagecontrollers.DefaultPollInterval}
-	deps := func(name string) storagecontrollers.Deps {
-		return storagecontrollers.Deps{
+	s3Cache := &storagekit.S3Cache{TTL: storagekit.DefaultPollInterval}
+	deps := func(name string) storagekit.Deps {
+		return storagekit.Deps{
 			APIReader:  mgr.GetAPIReader(),
 			Recorder:   mgr.GetEventRecorderFor(name), //nolint:staticcheck // core/v1 Events: the events.k8s.io API trips the OLM deprecated-API validator
 			Clock:      schedule.RealClock{},
-			Stores:     storagecontrollers.MinioStores,
+			Stores:     storagekit.MinioStores,
 			MoverImage: c.moverImage,
 			S3Cache:    s3Cache,
 			Outages:    outages,
@@ -218,13 +219,13 @@ func newManager(restConfig *rest.Config, c config) (ctrl.Manager, error) {
 		Deps:               deps("pvcbackup-controller"),
 		SnapshotsAvailable: snapshots,
 		SnapshotAPIProbe:   func(context.Context) (bool, error) { return storagecontrollers.SnapshotAPIServed(mgr) },
-	}).SetupWithManager(mgr, storagecontrollers.Options{MaxConcurrentReconciles: c.maxConcurrent}); err != nil {
+	}).SetupWithManager(mgr, storagekit.Options{MaxConcurrentReconciles: c.maxConcurrent}); err != nil {
 		return nil, fmt.Errorf("set up the PVCBackup controller: %w", err)
 	}
 	if err := (&storagecontrollers.PVCRestoreReconciler{
 		Client: mgr.GetClient(),
 		Deps:   deps("pvcrestore-controller"),
-	}).SetupWithManager(mgr, storagecontrollers.Options{MaxConcurrentReconciles: c.maxConcurrent}); err != nil {
+	}).SetupWithManager(mgr, storagekit.Options{MaxConcurrentReconciles: c.maxConcurrent}); err != nil {
 		return nil, fmt.Errorf("set up the PVCRestore controller: %w", err)
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
@@ -240,9 +241,9 @@ func newManager(restConfig *rest.Config, c config) (ctrl.Manager, error) {
 // cacheOptions keep the manager's memory proportional to the operator's objects, not to the
 // cluster: informers of owned kinds hold only objects labelled as the operator's, and no cached
 // object keeps its managedFields (often half of its size; the controllers never read them).
-func cacheOptions(outages *storagecontrollers.APIOutages) cache.Options {
+func cacheOptions(outages *storagekit.APIOutages) cache.Options {
 	byObject := cachecontrollers.CachedObjects()
-	for obj, opts := range storagecontrollers.CachedObjects() {
+	for obj, opts := range storagekit.CachedObjects() {
 		byObject[obj] = opts
 	}
 	// A broken watch tells the storage controllers that the cache may lag the API server after

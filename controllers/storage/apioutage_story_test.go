@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	storagev1 "github.com/okgoes/okgoes-operator/api/storage/v1"
+	"github.com/okgoes/okgoes-operator/controllers/storage/storagekit"
 )
 
 // laggingJobs is a cache that has not relisted the Jobs (after an API server outage): Gets of
@@ -72,7 +73,7 @@ func TestATickIsNotSkippedForARunWhoseJobEndedUnseen(t *testing.T) {
 // After an API server outage (a broken watch, a failed request), the cache may show a run's Job
 // running for up to a minute after the API is back, until the Jobs informer relists: a reconcile
 // then reads the Job from the API server, and records the run whose Job ended during the outage
-// at once; and until the outage is apiOutageMemory old, an active run is looked at every apiRetry,
+// at once; and until the outage is storagekit.APIOutageMemory old, an active run is looked at every APIRetry,
 // since no Job event may come before the relist.
 func TestARunIsRecordedAfterAnOutageWithoutWaitingForTheInformer(t *testing.T) {
 	w := newWorld(t)
@@ -83,11 +84,11 @@ func TestARunIsRecordedAfterAnOutageWithoutWaitingForTheInformer(t *testing.T) {
 	job := w.job(pb)
 	stale, runID := job.DeepCopy(), pb.Status.ActiveRun.ID
 
-	w.r.Outages = &APIOutages{}
+	w.r.Outages = &storagekit.APIOutages{}
 	w.r.Outages.Observe(w.clock.Now()) // a watch broke: the API server went away
 	w.clock.Set(w.clock.Now().Add(20 * time.Second))
-	if res := w.reconcile(pb); res.RequeueAfter > apiRetry {
-		t.Errorf("an active run after an outage is looked at again in %s, want within %s", res.RequeueAfter, apiRetry)
+	if res := w.reconcile(pb); res.RequeueAfter > storagekit.APIRetry {
+		t.Errorf("an active run after an outage is looked at again in %s, want within %s", res.RequeueAfter, storagekit.APIRetry)
 	}
 	res := w.runMover(job, volume(t))
 	if !res.Succeeded() {
@@ -96,7 +97,7 @@ func TestARunIsRecordedAfterAnOutageWithoutWaitingForTheInformer(t *testing.T) {
 	w.finishPod(job, res)
 	w.finishJob(job, true)
 
-	w.clock.Set(w.clock.Now().Add(apiRetry))
+	w.clock.Set(w.clock.Now().Add(storagekit.APIRetry))
 	w.r.Client = laggingJobs(t, stale)
 	w.reconcile(pb)
 	if pb.Status.LastRun == nil || pb.Status.LastRun.ID != runID || pb.Status.LastRun.Result != storagev1.RunSucceeded {
@@ -104,12 +105,12 @@ func TestARunIsRecordedAfterAnOutageWithoutWaitingForTheInformer(t *testing.T) {
 	}
 }
 
-// apiUnreachable tells an API server that cannot be reached (refused, reset, closed) from one
+// APIUnreachable tells an API server that cannot be reached (refused, reset, closed) from one
 // that answered, even with an error.
 func TestAPIUnreachable(t *testing.T) {
 	answered := k8s.Get(testCtx, client.ObjectKey{Namespace: "default", Name: "no-such-job"}, &batchv1.Job{})
 	for _, err := range []error{answered, apierrors.NewServiceUnavailable("overloaded"), apierrors.NewTooManyRequests("slow down", 1)} {
-		if apiUnreachable(err) {
+		if storagekit.APIUnreachable(err) {
 			t.Errorf("an answer counted as unreachable (it keeps the backoff): %v", err)
 		}
 	}
@@ -122,20 +123,20 @@ func TestAPIUnreachable(t *testing.T) {
 		return fmt.Errorf("get mover Job: %w", &url.Error{Op: "Get", URL: "https://" + addr, Err: err})
 	}
 	for _, err := range []error{dial(), &url.Error{Op: "Patch", URL: "https://127.0.0.1:6443/apis", Err: io.EOF}} {
-		if !apiUnreachable(err) {
+		if !storagekit.APIUnreachable(err) {
 			t.Errorf("not counted as unreachable: %v", err)
 		}
 	}
 
 	// The cache's watch error handler: an expired watch is routine, a refused list an outage.
-	o := &APIOutages{}
+	o := &storagekit.APIOutages{}
 	reflector := toolscache.NewReflector(nil, &batchv1.Job{}, toolscache.NewStore(toolscache.MetaNamespaceKeyFunc), 0)
 	o.WatchErrorHandler(testCtx, reflector, apierrors.NewResourceExpired("too old resource version"))
 	if o.Recent(time.Now()) {
 		t.Error("an expired watch counted as an outage")
 	}
 	o.WatchErrorHandler(testCtx, reflector, dial())
-	if !o.Recent(time.Now()) || o.Recent(time.Now().Add(apiOutageMemory)) {
-		t.Error("a refused list is not remembered as an outage for apiOutageMemory")
+	if !o.Recent(time.Now()) || o.Recent(time.Now().Add(storagekit.APIOutageMemory)) {
+		t.Error("a refused list is not remembered as an outage for storagekit.APIOutageMemory")
 	}
 }

@@ -17,6 +17,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	storagev1 "github.com/okgoes/okgoes-operator/api/storage/v1"
+	"github.com/okgoes/okgoes-operator/controllers/storage/storagekit"
 	"github.com/okgoes/okgoes-operator/internal/schedule"
 	"github.com/okgoes/okgoes-operator/internal/testenv"
 )
@@ -74,7 +75,7 @@ func TestBadInputBecomesConditionsWithoutHotLoop(t *testing.T) {
 	deps.Clock = schedule.RealClock{} // the manager runs on real time here
 	r := &PVCBackupReconciler{Client: mgr.GetClient(), Deps: deps, SnapshotsAvailable: true}
 	var counter testenv.ReconcileCounter
-	w.must(r.SetupWithManager(mgr, Options{MaxConcurrentReconciles: 4, Wrap: counter.Wrap}))
+	w.must(r.SetupWithManager(mgr, storagekit.Options{MaxConcurrentReconciles: 4, Wrap: counter.Wrap}))
 	ctx, cancel := context.WithCancel(testCtx)
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
@@ -93,11 +94,11 @@ func TestBadInputBecomesConditionsWithoutHotLoop(t *testing.T) {
 		{"invalid cron", func(pb *storagev1.PVCBackup) { pb.Spec.Schedule = "61 * * * *" }, ReasonInvalidSchedule},
 		{"unknown time zone", func(pb *storagev1.PVCBackup) { pb.Spec.TimeZone = ptrTo("Mars/Olympus") }, ReasonInvalidSchedule},
 		{"missing PVC", func(pb *storagev1.PVCBackup) { pb.Spec.PVCName = "nope" }, ReasonPVCNotFound},
-		{"missing Secret", func(pb *storagev1.PVCBackup) { pb.Spec.S3.CredentialsSecretRef.Name = "nope" }, ReasonCredentialsNotFound},
-		{"wrong keys", func(pb *storagev1.PVCBackup) { pb.Spec.S3.CredentialsSecretRef.Name = "wrong-keys" }, ReasonCredentialsNotFound},
-		{"wrong secret key", func(pb *storagev1.PVCBackup) { pb.Spec.S3.CredentialsSecretRef.Name = "wrong-secret" }, ReasonCredentialsRejected},
-		{"unreachable endpoint", func(pb *storagev1.PVCBackup) { pb.Spec.S3.Endpoint = closed }, ReasonEndpointUnreachable},
-		{"missing bucket", func(pb *storagev1.PVCBackup) { pb.Spec.S3Bucket = "no-such-bucket" }, ReasonBucketNotFound},
+		{"missing Secret", func(pb *storagev1.PVCBackup) { pb.Spec.S3.CredentialsSecretRef.Name = "nope" }, storagekit.ReasonCredentialsNotFound},
+		{"wrong keys", func(pb *storagev1.PVCBackup) { pb.Spec.S3.CredentialsSecretRef.Name = "wrong-keys" }, storagekit.ReasonCredentialsNotFound},
+		{"wrong secret key", func(pb *storagev1.PVCBackup) { pb.Spec.S3.CredentialsSecretRef.Name = "wrong-secret" }, storagekit.ReasonCredentialsRejected},
+		{"unreachable endpoint", func(pb *storagev1.PVCBackup) { pb.Spec.S3.Endpoint = closed }, storagekit.ReasonEndpointUnreachable},
+		{"missing bucket", func(pb *storagev1.PVCBackup) { pb.Spec.S3Bucket = "no-such-bucket" }, storagekit.ReasonBucketNotFound},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

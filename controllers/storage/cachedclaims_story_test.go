@@ -22,6 +22,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	storagev1 "github.com/okgoes/okgoes-operator/api/storage/v1"
+	"github.com/okgoes/okgoes-operator/controllers/storage/storagekit"
 	"github.com/okgoes/okgoes-operator/internal/schedule"
 )
 
@@ -85,8 +86,8 @@ func TestPVCsAreCachedAsMetadataOnly(t *testing.T) {
 	deps := w.deps(mgr.GetAPIReader())
 	deps.Clock = schedule.RealClock{}
 	w.must((&PVCBackupReconciler{Client: mgr.GetClient(), Deps: deps, SnapshotsAvailable: true}).
-		SetupWithManager(mgr, Options{MaxConcurrentReconciles: 2}))
-	w.must((&PVCRestoreReconciler{Client: mgr.GetClient(), Deps: deps}).SetupWithManager(mgr, Options{MaxConcurrentReconciles: 2}))
+		SetupWithManager(mgr, storagekit.Options{MaxConcurrentReconciles: 2}))
+	w.must((&PVCRestoreReconciler{Client: mgr.GetClient(), Deps: deps}).SetupWithManager(mgr, storagekit.Options{MaxConcurrentReconciles: 2}))
 	ctx, cancel := context.WithCancel(testCtx)
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
@@ -109,7 +110,7 @@ func TestPVCsAreCachedAsMetadataOnly(t *testing.T) {
 	job := &batchv1.Job{}
 	waitFor(t, "the run's Job", func() (bool, error) {
 		jobs := &batchv1.JobList{}
-		err := k8s.List(testCtx, jobs, client.InNamespace(w.ns), client.MatchingLabels{labelBackup: pb.Name})
+		err := k8s.List(testCtx, jobs, client.InNamespace(w.ns), client.MatchingLabels{storagekit.LabelBackup: pb.Name})
 		if err == nil && len(jobs.Items) == 1 {
 			*job = jobs.Items[0]
 			return true, nil
@@ -121,7 +122,7 @@ func TestPVCsAreCachedAsMetadataOnly(t *testing.T) {
 	waitFor(t, "the run recorded", func() (bool, error) {
 		got := &storagev1.PVCBackup{}
 		err := k8s.Get(testCtx, client.ObjectKeyFromObject(pb), got)
-		return err == nil && got.Status.ActiveRun != nil && got.Status.ActiveRun.ID == job.Labels[labelRun], err
+		return err == nil && got.Status.ActiveRun != nil && got.Status.ActiveRun.ID == job.Labels[storagekit.LabelRun], err
 	})
 	// The run fails (the test plays the Job controller); its Job is removed once that is recorded.
 	w.finishJob(job, false)

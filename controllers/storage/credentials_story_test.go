@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	storagev1 "github.com/okgoes/okgoes-operator/api/storage/v1"
+	"github.com/okgoes/okgoes-operator/controllers/storage/storagekit"
 )
 
 // secret creates a Secret in the world's namespace whose data is exactly data (an empty string is
@@ -66,8 +67,8 @@ func TestCredentialsWithAnEmptyKeyAreReportedAsEmpty(t *testing.T) {
 			w.create(pb)
 			w.reconcile(pb)
 			ready := condition(pb, storagev1.ConditionReady)
-			if ready.Reason != ReasonCredentialsNotFound || ready.Message != tt.message {
-				t.Fatalf("Ready = %s %q\nwant   %s %q", ready.Reason, ready.Message, ReasonCredentialsNotFound, tt.message)
+			if ready.Reason != storagekit.ReasonCredentialsNotFound || ready.Message != tt.message {
+				t.Fatalf("Ready = %s %q\nwant   %s %q", ready.Reason, ready.Message, storagekit.ReasonCredentialsNotFound, tt.message)
 			}
 			if pb.Status.ActiveRun != nil {
 				t.Errorf("a run started without usable credentials")
@@ -109,8 +110,8 @@ func TestRestoreCredentialMessagesNameTheRestoresFields(t *testing.T) {
 			w.must(k8s.Create(testCtx, pr))
 			w.reconcileRestore(pr)
 			c := condition2(pr)
-			if c.Reason != ReasonCredentialsNotFound || c.Message != tt.message {
-				t.Fatalf("Complete = %s %q\nwant      %s %q", c.Reason, c.Message, ReasonCredentialsNotFound, tt.message)
+			if c.Reason != storagekit.ReasonCredentialsNotFound || c.Message != tt.message {
+				t.Fatalf("Complete = %s %q\nwant      %s %q", c.Reason, c.Message, storagekit.ReasonCredentialsNotFound, tt.message)
 			}
 			if pr.Spec.Source.S3 != nil && strings.Contains(c.Message, "by spec.s3.") {
 				t.Errorf("the message names spec.s3, which a PVCRestore does not have: %q", c.Message)

@@ -3,62 +3,17 @@ package storage
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"strings"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	storagev1 "github.com/okgoes/okgoes-operator/api/storage/v1"
-	"github.com/okgoes/okgoes-operator/internal/archive"
-	"github.com/okgoes/okgoes-operator/internal/errclass"
+	"github.com/okgoes/okgoes-operator/controllers/storage/storagekit"
 	"github.com/okgoes/okgoes-operator/internal/kopiarepo"
 	"github.com/okgoes/okgoes-operator/internal/mover"
 )
-
-// The kopia engine keeps one repository per PVCBackup, under the PVCBackup's prefix next to the
-// manifests. The okgoes manifest of each backup (<prefix><id>.manifest.json) stays the catalog
-// for both engines: a kopia backup exists for the operator only when its manifest does.
-const (
-	kopiaDir   = "kopia"
-	kopiaCache = "/kopia-cache"
-	// kopiaCacheLimit bounds kopia's content and metadata caches; the emptyDir holding them
-	// (and kopia's index cache, which grows with the repository) is limited to kopiaCacheVolume.
-	kopiaCacheLimit = 512 << 20
-)
-
-var kopiaCacheVolume = resource.MustParse("2Gi")
-
-// kopiaPrefix is where the kopia repository of the backups under prefix lives.
-func kopiaPrefix(prefix string) string { return prefix + kopiaDir }
-
-// progressKey is where the mover of a running backup reports its progress.
-func progressKey(prefix, id string) string { return prefix + id + progressSuffix }
-
-const progressSuffix = ".progress.json"
-
-// repositoryRecordKey is where each kopia backup run records what it found in the repository
-// (mover.RepositoryRecord), next to the manifests it judges (readCatalog).
-func repositoryRecordKey(prefix string) string { return prefix + mover.RepositoryRecordName }
-
-// engineOf is the engine a manifest describes.
-func engineOf(m archive.Manifest) storagev1.BackupEngine {
-	if m.Engine == mover.EngineKopia {
-		return storagev1.EngineKopia
-	}
-	return storagev1.EngineArchive
-}
-
-// moverEngine is the MOVER_ENGINE value of an engine.
-func moverEngine(e storagev1.BackupEngine) string {
-	if e == storagev1.EngineKopia {
-		return mover.EngineKopia
-	}
-	return mover.EngineArchive
-}
 
 // resolveEngine is the engine of the next run: spec.engine, or, when it is empty, the engine of
 // the last run (Archive when an operator without kopia recorded it), or, for a PVCBackup that
@@ -80,71 +35,18 @@ func (r *PVCBackupReconciler) resolveEngine(ctx context.Context, s *scope) (stor
 	if err != nil {
 		return "", err
 	}
-	cctx, cancel := context.WithTimeout(ctx, s3Timeout)
+	cctx, cancel := context.WithTimeout(ctx, storagekit.S3Timeout)
 	defer cancel()
-	objects, err := store.ListTop(cctx, backupPrefix(pb))
+	objects, err := store.ListTop(cctx, storagekit.BackupPrefix(pb))
 	if err != nil {
-		return "", classifyS3Error(err, pb.Spec.S3Bucket, r.poll())
+		return "", storagekit.ClassifyS3Error(err, pb.Spec.S3Bucket, r.Poll())
 	}
 	for _, o := range objects {
-		if strings.HasSuffix(o.Key, archiveSuffix) {
+		if strings.HasSuffix(o.Key, storagekit.ArchiveSuffix) {
 			return storagev1.EngineArchive, nil
 		}
 	}
 	return storagev1.EngineKopia, nil
-}
-
-// passwordKey is the key of the kopia repository password in the credentials Secret.
-func passwordKey(loc storagev1.S3Location) string {
-	if k := loc.CredentialsSecretRef.RepositoryPasswordKey; k != "" {
-		return k
-	}
-	return storagev1.DefaultRepositoryPasswordKey
-}
-
-// checkPassword is a Waiting RepositoryPasswordMissing when the credentials Secret of src has no
-// (or an empty) repository password: never a generated or default password, which would encrypt
-// backups with a key nobody keeps.
-func checkPassword(secret *corev1.Secret, src s3Source, why string, poll time.Duration) error {
-	key := passwordKey(src.location)
-	problem := "has no key"
-	if v, ok := secret.Data[key]; ok {
-		if len(v) > 0 {
-			return nil
-		}
-		problem = "has an empty key"
-	}
-	return errclass.Waiting(ReasonRepositoryPasswordMissing, fmt.Sprintf(
-		"Secret %q named by %s %s %q: %s encrypted with that password; add it (and keep a copy outside the cluster)",
-		secret.Name, src.fields.field("credentialsSecretRef"), problem, key, why), poll)
-}
-
-// kopiaEnv is what a mover Job of the kopia engine needs besides the S3 variables: the engine, the
-// repository, its password (by secretKeyRef only) and the cache directory.
-func kopiaEnv(src s3Source, prefix string) []corev1.EnvVar {
-	return []corev1.EnvVar{
-		{Name: mover.EnvEngine, Value: mover.EngineKopia},
-		{Name: mover.EnvKopiaPrefix, Value: kopiaPrefix(prefix)},
-		{Name: mover.EnvKopiaPassword, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
-			LocalObjectReference: corev1.LocalObjectReference{Name: src.location.CredentialsSecretRef.Name}, Key: passwordKey(src.location)}}},
-		{Name: mover.EnvKopiaCacheDir, Value: kopiaCache},
-		{Name: mover.EnvKopiaCacheLimit, Value: fmt.Sprint(kopiaCacheLimit)},
-	}
-}
-
-// keyDerivation is kopia's name of the key derivation spec.kopia asks a new repository for;
-// empty when it asks for none (the mover then creates kopia's default, scrypt).
-func keyDerivation(k *storagev1.KopiaOptions) string {
-	if k == nil {
-		return ""
-	}
-	switch k.KeyDerivation {
-	case storagev1.KeyDerivationScrypt:
-		return kopiarepo.KeyDerivationScrypt
-	case storagev1.KeyDerivationPBKDF2:
-		return kopiarepo.KeyDerivationPBKDF2
-	}
-	return ""
 }
 
 // keyDerivationName is status.repository.keyDerivation for kopia's name of an algorithm.
@@ -166,9 +68,9 @@ func (r *PVCBackupReconciler) readProgress(ctx context.Context, s *scope) {
 	if err != nil {
 		return
 	}
-	cctx, cancel := context.WithTimeout(ctx, s3Timeout)
+	cctx, cancel := context.WithTimeout(ctx, storagekit.S3Timeout)
 	defer cancel()
-	body, err := store.Get(cctx, progressKey(backupPrefix(pb), run.ID))
+	body, err := store.Get(cctx, storagekit.ProgressKey(storagekit.BackupPrefix(pb), run.ID))
 	if err != nil {
 		return
 	}
@@ -184,7 +86,7 @@ func (r *PVCBackupReconciler) readProgress(ctx context.Context, s *scope) {
 // repositoryStatus is status.repository after a kopia run that reported res.
 func repositoryStatus(res mover.Result, now time.Time) *storagev1.RepositoryStatus {
 	rs := &storagev1.RepositoryStatus{Bytes: res.RepositoryBytes, KeyDerivation: keyDerivationName(res.KeyDerivation),
-		MaintenanceMessage: truncate(res.MaintenanceError, 1024), UpdateTime: metav1.NewTime(now)}
+		MaintenanceMessage: storagekit.Truncate(res.MaintenanceError, 1024), UpdateTime: metav1.NewTime(now)}
 	if t := res.LastQuickMaintenance; t != nil {
 		rs.LastQuickMaintenance = &metav1.Time{Time: t.Truncate(time.Second)}
 	}

@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	storagev1 "github.com/okgoes/okgoes-operator/api/storage/v1"
+	"github.com/okgoes/okgoes-operator/controllers/storage/storagekit"
 	"github.com/okgoes/okgoes-operator/internal/mover"
 )
 
@@ -62,10 +63,10 @@ func TestANewPVCBackupUsesKopia(t *testing.T) {
 	env := envOf(job)
 	want := map[string]string{
 		mover.EnvEngine:        mover.EngineKopia,
-		mover.EnvKopiaPrefix:   backupPrefix(pb) + "kopia",
+		mover.EnvKopiaPrefix:   storagekit.BackupPrefix(pb) + "kopia",
 		mover.EnvKopiaPassword: "secret:s3-creds/KOPIA_PASSWORD",
-		mover.EnvKopiaCacheDir: kopiaCache,
-		mover.EnvProgressKey:   backupPrefix(pb) + pb.Status.ActiveRun.ID + ".progress.json",
+		mover.EnvKopiaCacheDir: storagekit.KopiaCacheDir,
+		mover.EnvProgressKey:   storagekit.BackupPrefix(pb) + pb.Status.ActiveRun.ID + ".progress.json",
 	}
 	for k, v := range want {
 		if env[k] != v {
@@ -78,8 +79,8 @@ func TestANewPVCBackupUsesKopia(t *testing.T) {
 			cache = &job.Spec.Template.Spec.Volumes[i]
 		}
 	}
-	if cache == nil || cache.EmptyDir == nil || cache.EmptyDir.SizeLimit == nil || cache.EmptyDir.SizeLimit.Cmp(kopiaCacheVolume) != 0 {
-		t.Errorf("kopia cache volume = %+v, want an emptyDir limited to %s", cache, kopiaCacheVolume.String())
+	if cache == nil || cache.EmptyDir == nil || cache.EmptyDir.SizeLimit == nil || cache.EmptyDir.SizeLimit.Cmp(storagekit.KopiaCacheVolume) != 0 {
+		t.Errorf("kopia cache volume = %+v, want an emptyDir limited to %s", cache, storagekit.KopiaCacheVolume.String())
 	}
 	data, _ := json.Marshal(job)
 	if strings.Contains(string(data), "correct horse battery staple") {
@@ -103,7 +104,7 @@ func TestKopiaWithoutAPasswordIsAPreciseCondition(t *testing.T) {
 	w.clock.Set(pb.CreationTimestamp.Add(time.Hour))
 	res := w.reconcile(pb)
 	status, reason, msg := readyOf(pb)
-	if status != "False" || reason != ReasonRepositoryPasswordMissing ||
+	if status != "False" || reason != storagekit.ReasonRepositoryPasswordMissing ||
 		!strings.Contains(msg, `Secret "no-password" named by spec.s3.credentialsSecretRef has no key "KOPIA_PASSWORD"`) ||
 		!strings.Contains(msg, "spec.engine empty") {
 		t.Fatalf("Ready = %s %s %q", status, reason, msg)
@@ -126,7 +127,7 @@ func TestKopiaWithoutAPasswordIsAPreciseCondition(t *testing.T) {
 	explicit.Spec.S3.CredentialsSecretRef = storagev1.CredentialsSecretRef{Name: "s3-creds", RepositoryPasswordKey: "repo-pass"}
 	w.create(explicit)
 	w.reconcile(explicit)
-	if status, reason, msg := readyOf(explicit); reason != ReasonRepositoryPasswordMissing || !strings.Contains(msg, `"repo-pass"`) ||
+	if status, reason, msg := readyOf(explicit); reason != storagekit.ReasonRepositoryPasswordMissing || !strings.Contains(msg, `"repo-pass"`) ||
 		!strings.Contains(msg, "spec.engine Kopia") {
 		t.Errorf("explicit Kopia: Ready = %s %s %q", status, reason, msg)
 	}

@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	storagev1 "github.com/okgoes/okgoes-operator/api/storage/v1"
+	"github.com/okgoes/okgoes-operator/controllers/storage/storagekit"
 	"github.com/okgoes/okgoes-operator/internal/mover"
 	"github.com/okgoes/okgoes-operator/internal/objectstore"
 )
@@ -41,7 +42,7 @@ func (w *world) moverPod(job *batchv1.Job, phase corev1.PodPhase, state corev1.C
 		Labels: map[string]string{"job-name": job.Name}}, Spec: job.Spec.Template.Spec}
 	w.must(k8s.Create(testCtx, pod))
 	pod.Status.Phase = phase
-	pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: moverContainer, Image: job.Spec.Template.Spec.Containers[0].Image, State: state}}
+	pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: storagekit.MoverContainer, Image: job.Spec.Template.Spec.Containers[0].Image, State: state}}
 	w.must(k8s.Status().Update(testCtx, pod))
 	if job.Status.StartTime == nil {
 		start := metav1.Now()
@@ -84,24 +85,24 @@ func TestRetentionCountsOnlyCompleteBackups(t *testing.T) {
 	good := []string{pb.Status.History[1].ID, pb.Status.History[0].ID}
 
 	// A manifest with no archive, newer than both, and a future-dated one that does not decode.
-	m, err := getManifest(testCtx, mustStore(t, w, pb), manifestKey(pb, good[1]))
+	m, err := storagekit.GetManifest(testCtx, mustStore(t, w, pb), storagekit.ManifestKey(pb, good[1]))
 	w.must(err)
-	noArchive := runID(first.Add(90*time.Minute), false)
-	m.ID, m.Archive.Key = noArchive, archiveKey(pb, noArchive)
-	w.putObject(manifestKey(pb, noArchive), mustJSON(t, m))
-	w.putObject(manifestKey(pb, "29990101T000000Z"), []byte("{garbage"))
+	noArchive := storagekit.RunID(first.Add(90*time.Minute), false)
+	m.ID, m.Archive.Key = noArchive, storagekit.ArchiveKey(pb, noArchive)
+	w.putObject(storagekit.ManifestKey(pb, noArchive), mustJSON(t, m))
+	w.putObject(storagekit.ManifestKey(pb, "29990101T000000Z"), []byte("{garbage"))
 
 	w.scheduledRun(pb, first, 2, src)
 	third := pb.Status.LastRun.ID
 	for _, id := range []string{good[1], third} {
-		if !w.exists(manifestKey(pb, id)) || !w.exists(archiveKey(pb, id)) {
+		if !w.exists(storagekit.ManifestKey(pb, id)) || !w.exists(storagekit.ArchiveKey(pb, id)) {
 			t.Errorf("good backup %s was pruned because broken ones took its slot", id)
 		}
 	}
-	if w.exists(manifestKey(pb, good[0])) {
+	if w.exists(storagekit.ManifestKey(pb, good[0])) {
 		t.Errorf("the oldest good backup %s was kept beyond keepLast 2", good[0])
 	}
-	if !w.exists(manifestKey(pb, noArchive)) || !w.exists(manifestKey(pb, "29990101T000000Z")) {
+	if !w.exists(storagekit.ManifestKey(pb, noArchive)) || !w.exists(storagekit.ManifestKey(pb, "29990101T000000Z")) {
 		t.Error("retention deleted a broken backup; it must only report it")
 	}
 	var listed []string
@@ -127,9 +128,9 @@ func mustMarshal(v any) string {
 	return string(data)
 }
 
-func mustStore(t *testing.T, w *world, pb *storagev1.PVCBackup) ObjectStore {
+func mustStore(t *testing.T, w *world, pb *storagev1.PVCBackup) storagekit.ObjectStore {
 	t.Helper()
-	store, _, err := openStore(testCtx, w.deps(k8s), backupSource(pb))
+	store, _, err := storagekit.OpenStore(testCtx, w.deps(k8s), storagekit.BackupSource(pb))
 	w.must(err)
 	return store
 }
@@ -139,11 +140,11 @@ func TestLatestSkipsAnIncompleteBackup(t *testing.T) {
 	w := newWorld(t)
 	pb := w.backupNow("app", volume(t))
 	good := pb.Status.LastRun.ID
-	m, err := getManifest(testCtx, mustStore(t, w, pb), manifestKey(pb, good))
+	m, err := storagekit.GetManifest(testCtx, mustStore(t, w, pb), storagekit.ManifestKey(pb, good))
 	w.must(err)
 	broken := "29990101T000000Z"
-	m.ID, m.Archive.Key = broken, archiveKey(pb, broken)
-	w.putObject(manifestKey(pb, broken), mustJSON(t, m))
+	m.ID, m.Archive.Key = broken, storagekit.ArchiveKey(pb, broken)
+	w.putObject(storagekit.ManifestKey(pb, broken), mustJSON(t, m))
 
 	pr := newRestore(w.ns, "latest", "app")
 	w.must(k8s.Create(testCtx, pr))
@@ -255,10 +256,10 @@ func TestLeftoversInTheBucketAreRemoved(t *testing.T) {
 	w.create(pb)
 	w.reconcile(pb)
 	first := pb.CreationTimestamp.Time.Truncate(time.Hour).Add(time.Hour)
-	orphan := archiveKey(pb, "20200101T000000Z")
+	orphan := storagekit.ArchiveKey(pb, "20200101T000000Z")
 	w.putObject(orphan, []byte("an archive whose manifest a prune deleted"))
 	core := minio.Core{Client: w.s3}
-	abandoned := archiveKey(pb, "20200102T000000Z")
+	abandoned := storagekit.ArchiveKey(pb, "20200102T000000Z")
 	uploadID, err := core.NewMultipartUpload(testCtx, bucket, abandoned, minio.PutObjectOptions{})
 	w.must(err)
 	part := make([]byte, 5<<20)
@@ -272,7 +273,7 @@ func TestLeftoversInTheBucketAreRemoved(t *testing.T) {
 	if n := w.uploadsOf(abandoned); n != 0 {
 		t.Errorf("%d incomplete uploads survived the next run", n)
 	}
-	if !w.exists(manifestKey(pb, pb.Status.LastRun.ID)) || !w.exists(archiveKey(pb, pb.Status.LastRun.ID)) {
+	if !w.exists(storagekit.ManifestKey(pb, pb.Status.LastRun.ID)) || !w.exists(storagekit.ArchiveKey(pb, pb.Status.LastRun.ID)) {
 		t.Fatal("the new backup itself was removed")
 	}
 
@@ -285,7 +286,7 @@ func TestLeftoversInTheBucketAreRemoved(t *testing.T) {
 	if _, err := w.r.Reconcile(testCtx, reqFor(pb)); err != nil {
 		t.Fatal(err)
 	}
-	if keys := w.keys(backupPrefix(pb)); len(keys) != 0 || w.uploadsOf(abandoned) != 0 {
+	if keys := w.keys(storagekit.BackupPrefix(pb)); len(keys) != 0 || w.uploadsOf(abandoned) != 0 {
 		t.Errorf("after deletion: objects %v, %d incomplete uploads", keys, w.uploadsOf(abandoned))
 	}
 }
@@ -303,26 +304,26 @@ func TestAHalfDonePruneIsFinishedLater(t *testing.T) {
 	old := pb.Status.LastRun.ID
 
 	// The next run's prune deletes old's manifest, then S3 refuses the archive's deletion.
-	w.r.Stores = func(cfg objectstore.Config) (ObjectStore, error) {
-		s, err := MinioStores(cfg)
-		return &failingDelete{ObjectStore: s, key: archiveKey(pb, old)}, err
+	w.r.Stores = func(cfg objectstore.Config) (storagekit.ObjectStore, error) {
+		s, err := storagekit.MinioStores(cfg)
+		return &failingDelete{ObjectStore: s, key: storagekit.ArchiveKey(pb, old)}, err
 	}
 	w.scheduledRun(pb, first, 1, src)
-	w.r.Stores = MinioStores
-	if w.exists(manifestKey(pb, old)) || !w.exists(archiveKey(pb, old)) {
+	w.r.Stores = storagekit.MinioStores
+	if w.exists(storagekit.ManifestKey(pb, old)) || !w.exists(storagekit.ArchiveKey(pb, old)) {
 		t.Fatal("the injected half-done prune did not happen")
 	}
 	if len(pb.Status.Backups) != 1 || pb.Status.Backups[0].ID != pb.Status.LastRun.ID {
 		t.Errorf("status.backups after a half-done prune: %+v", pb.Status.Backups)
 	}
 	w.scheduledRun(pb, first, 2, src)
-	if w.exists(archiveKey(pb, old)) {
+	if w.exists(storagekit.ArchiveKey(pb, old)) {
 		t.Error("the orphaned archive of a half-done prune is still there after the next run")
 	}
 }
 
 type failingDelete struct {
-	ObjectStore
+	storagekit.ObjectStore
 	key string
 }
 
@@ -352,14 +353,14 @@ func TestARunEndsAtItsDeadline(t *testing.T) {
 		Waiting: &corev1.ContainerStateWaiting{Reason: "ImagePullBackOff", Message: `Back-off pulling image "x"`}})
 	w.clock.Set(w.clock.Now().Add(time.Minute))
 	w.reconcile(pb)
-	if c := condition(pb, storagev1.ConditionRunning); c.Reason != ReasonWaitingForPod || !strings.Contains(c.Message, "ImagePullBackOff") {
+	if c := condition(pb, storagev1.ConditionRunning); c.Reason != storagekit.ReasonWaitingForPod || !strings.Contains(c.Message, "ImagePullBackOff") {
 		t.Fatalf("Running = %+v, want WaitingForPod naming ImagePullBackOff", c)
 	}
 
-	w.clock.Set(pb.Status.ActiveRun.StartTime.Add(600*time.Second + deadlineGrace + time.Second))
+	w.clock.Set(pb.Status.ActiveRun.StartTime.Add(600*time.Second + storagekit.DeadlineGrace + time.Second))
 	w.reconcile(pb)
 	run := pb.Status.LastRun
-	if pb.Status.ActiveRun != nil || run == nil || run.Result != storagev1.RunFailed || run.Reason != ReasonDeadlineExceeded {
+	if pb.Status.ActiveRun != nil || run == nil || run.Result != storagev1.RunFailed || run.Reason != storagekit.ReasonDeadlineExceeded {
 		t.Fatalf("after the deadline: active %+v, last %+v", pb.Status.ActiveRun, run)
 	}
 	if c := condition(pb, storagev1.ConditionReady); c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, "deadline") {
@@ -377,8 +378,8 @@ func TestFailedJobsAreNamedPrecisely(t *testing.T) {
 		reason    string
 		words     []string
 	}{
-		{"deadline", batchv1.JobReasonDeadlineExceeded, nil, ReasonDeadlineExceeded, []string{"deadline"}},
-		{"oom", "BackoffLimitExceeded", &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "OOMKilled"}, ReasonMoverKilled, []string{"137", "OOMKilled"}},
+		{"deadline", batchv1.JobReasonDeadlineExceeded, nil, storagekit.ReasonDeadlineExceeded, []string{"deadline"}},
+		{"oom", "BackoffLimitExceeded", &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "OOMKilled"}, storagekit.ReasonMoverKilled, []string{"137", "OOMKilled"}},
 		{"s3", "BackoffLimitExceeded", &corev1.ContainerStateTerminated{ExitCode: 1, Message: mustMarshal(mover.Result{
 			Result: mover.Failed, Reason: mover.ReasonStorageFailed, Message: "upload x: connection refused"})}, string(mover.ReasonStorageFailed), []string{"upload x"}},
 	} {
@@ -576,7 +577,7 @@ func TestAKilledMoversUploadIsRemovedByTheNextRun(t *testing.T) {
 	w.clock.Set(first.Add(time.Minute))
 	w.reconcile(pb)
 	job := w.job(pb)
-	killed := archiveKey(pb, pb.Status.ActiveRun.ID)
+	killed := storagekit.ArchiveKey(pb, pb.Status.ActiveRun.ID)
 	w.killBackupMidUpload(job, dir, killed)
 	w.moverPod(job, corev1.PodFailed, corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "OOMKilled"}})
 	w.finishJob(job, false)

@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	storagev1 "github.com/okgoes/okgoes-operator/api/storage/v1"
+	"github.com/okgoes/okgoes-operator/controllers/storage/storagekit"
 	"github.com/okgoes/okgoes-operator/internal/mover"
 	"github.com/okgoes/okgoes-operator/internal/testenv"
 )
@@ -119,12 +120,12 @@ func (w *world) startedUnrecorded(pb *storagev1.PVCBackup) bool {
 	}
 	var objs []client.Object
 	jobs := &batchv1.JobList{}
-	w.must(k8s.List(testCtx, jobs, client.InNamespace(pb.Namespace), client.MatchingLabels{labelBackup: pb.Name}))
+	w.must(k8s.List(testCtx, jobs, client.InNamespace(pb.Namespace), client.MatchingLabels{storagekit.LabelBackup: pb.Name}))
 	for i := range jobs.Items {
 		objs = append(objs, &jobs.Items[i])
 	}
 	snaps := &snapshotv1.VolumeSnapshotList{}
-	err := k8s.List(testCtx, snaps, client.InNamespace(pb.Namespace), client.MatchingLabels{labelBackup: pb.Name})
+	err := k8s.List(testCtx, snaps, client.InNamespace(pb.Namespace), client.MatchingLabels{storagekit.LabelBackup: pb.Name})
 	if err != nil && !apierrors.IsNotFound(err) && !meta.IsNoMatchError(err) { // a story without the snapshot API
 		w.t.Fatal(err)
 	}
@@ -132,12 +133,12 @@ func (w *world) startedUnrecorded(pb *storagev1.PVCBackup) bool {
 		objs = append(objs, &snaps.Items[i])
 	}
 	for _, o := range objs {
-		if _, first := o.GetAnnotations()[annotationScheduledTime]; !first || !o.GetDeletionTimestamp().IsZero() {
+		if _, first := o.GetAnnotations()[storagekit.AnnotationScheduledTime]; !first || !o.GetDeletionTimestamp().IsZero() {
 			continue
 		}
 		recorded := false
 		for _, h := range pb.Status.History {
-			recorded = recorded || h.ID == o.GetLabels()[labelRun]
+			recorded = recorded || h.ID == o.GetLabels()[storagekit.LabelRun]
 		}
 		if !recorded {
 			return true
@@ -152,7 +153,7 @@ func (w *world) job(pb *storagev1.PVCBackup) *batchv1.Job {
 		w.t.Fatal("no active run")
 	}
 	job := &batchv1.Job{}
-	w.must(k8s.Get(testCtx, client.ObjectKey{Namespace: pb.Namespace, Name: runObjectName(pb, pb.Status.ActiveRun)}, job))
+	w.must(k8s.Get(testCtx, client.ObjectKey{Namespace: pb.Namespace, Name: storagekit.RunObjectName(pb, pb.Status.ActiveRun)}, job))
 	return job
 }
 
@@ -215,7 +216,7 @@ func (w *world) finishPod(job *batchv1.Job, res mover.Result) {
 	if res.Result != "Succeeded" {
 		pod.Status.Phase, exit = corev1.PodFailed, 1
 	}
-	pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: moverContainer, Image: job.Spec.Template.Spec.Containers[0].Image,
+	pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: storagekit.MoverContainer, Image: job.Spec.Template.Spec.Containers[0].Image,
 		State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: exit, Message: string(mustJSON(w.t, res))}}}}
 	w.must(k8s.Status().Update(testCtx, pod))
 }
@@ -315,8 +316,8 @@ func bytesReader(b []byte) io.Reader { return bytes.NewReader(b) }
 
 // deps are the reconcilers' dependencies in a story: reads through reader, the world's clock and
 // MinIO, a 1 s poll.
-func (w *world) deps(reader client.Reader) Deps {
-	return Deps{APIReader: reader, Clock: w.clock, Stores: MinioStores, MoverImage: "quay.io/okgoes/okgoes-operator:test",
+func (w *world) deps(reader client.Reader) storagekit.Deps {
+	return storagekit.Deps{APIReader: reader, Clock: w.clock, Stores: storagekit.MinioStores, MoverImage: "quay.io/okgoes/okgoes-operator:test",
 		PollInterval: time.Second}
 }
 

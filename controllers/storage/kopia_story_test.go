@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	storagev1 "github.com/okgoes/okgoes-operator/api/storage/v1"
+	"github.com/okgoes/okgoes-operator/controllers/storage/storagekit"
 	"github.com/okgoes/okgoes-operator/internal/kopiarepo"
 	"github.com/okgoes/okgoes-operator/internal/mover"
 	"github.com/okgoes/okgoes-operator/internal/objectstore"
@@ -23,7 +24,7 @@ import (
 func (w *world) snapshotsOf(pb *storagev1.PVCBackup) []string {
 	w.t.Helper()
 	cfg := objectstore.Config{Endpoint: w.minio.Endpoint, Bucket: bucket, Insecure: true, AccessKey: w.minio.AccessKey, SecretKey: w.minio.SecretKey}
-	r, err := kopiarepo.Open(testCtx, kopiarepo.S3Config{Config: cfg, Prefix: kopiaPrefix(backupPrefix(pb))},
+	r, err := kopiarepo.Open(testCtx, kopiarepo.S3Config{Config: cfg, Prefix: storagekit.KopiaPrefix(storagekit.BackupPrefix(pb))},
 		"correct horse battery staple", kopiarepo.Options{NoCreate: true})
 	w.must(err)
 	defer r.Close(testCtx)
@@ -139,7 +140,7 @@ func (w *world) kopiaRun(pb *storagev1.PVCBackup, first time.Time, i int, dir st
 	w.finishJob(job, res.Succeeded())
 	w.clock.Set(first.Add(time.Duration(i)*time.Hour + 2*time.Minute))
 	w.reconcile(pb)
-	if run := pb.Status.LastRun; run == nil || run.ID != job.Labels[labelRun] {
+	if run := pb.Status.LastRun; run == nil || run.ID != job.Labels[storagekit.LabelRun] {
 		w.t.Fatalf("run %d not recorded: %+v", i, pb.Status.LastRun)
 	}
 	return res
@@ -149,13 +150,13 @@ func (w *world) kopiaRun(pb *storagev1.PVCBackup, first time.Time, i int, dir st
 // snapshot instead: a manifest the repository does not back (a hand edit, a copy).
 func (w *world) handMadeManifest(pb *storagev1.PVCBackup, of, id, snapshot string) {
 	w.t.Helper()
-	body, err := w.s3.GetObject(testCtx, bucket, manifestKey(pb, of), minio.GetObjectOptions{})
+	body, err := w.s3.GetObject(testCtx, bucket, storagekit.ManifestKey(pb, of), minio.GetObjectOptions{})
 	w.must(err)
 	m, err := mover.ReadManifest(body)
 	body.Close()
 	w.must(err)
 	m.ID, m.Kopia.SnapshotID = id, snapshot
-	w.putObject(manifestKey(pb, id), mustJSON(w.t, m))
+	w.putObject(storagekit.ManifestKey(pb, id), mustJSON(w.t, m))
 }
 
 // repositoryBlobs lists the kopia repository's blobs of kind (q, x, p) of pb, oldest first.
@@ -166,7 +167,7 @@ func (w *world) repositoryBlobs(pb *storagev1.PVCBackup, kind string) []string {
 		t   time.Time
 	}
 	var blobs []blob
-	for o := range w.s3.ListObjects(testCtx, bucket, minio.ListObjectsOptions{Prefix: kopiaPrefix(backupPrefix(pb)) + "/" + kind, Recursive: true}) {
+	for o := range w.s3.ListObjects(testCtx, bucket, minio.ListObjectsOptions{Prefix: storagekit.KopiaPrefix(storagekit.BackupPrefix(pb)) + "/" + kind, Recursive: true}) {
 		w.must(o.Err)
 		blobs = append(blobs, blob{o.Key, o.LastModified})
 	}
@@ -209,7 +210,7 @@ func TestKopiaManifestWithoutItsSnapshotTakesNoRetentionSlot(t *testing.T) {
 		t.Fatalf("run 1: %+v", res)
 	}
 	good := pb.Status.LastRun.ID
-	bogus := runID(first.Add(90*time.Minute), false) // between run 1 and run 2
+	bogus := storagekit.RunID(first.Add(90*time.Minute), false) // between run 1 and run 2
 	w.handMadeManifest(pb, good, bogus, "k0123456789abcdef0123456789abcdef")
 	if res := w.kopiaRun(pb, first, 2, src); !res.Succeeded() {
 		t.Fatalf("run 2: %+v", res)
@@ -218,13 +219,13 @@ func TestKopiaManifestWithoutItsSnapshotTakesNoRetentionSlot(t *testing.T) {
 	if got, want := backupIDs(pb.Status.Backups), []string{newest, good}; !slices.Equal(got, want) {
 		t.Errorf("status.backups = %v, want %v (the manifest without a snapshot takes no slot)", got, want)
 	}
-	if !w.exists(manifestKey(pb, good)) {
+	if !w.exists(storagekit.ManifestKey(pb, good)) {
 		t.Errorf("the good backup %s was pruned", good)
 	}
 	if p := brokenProblem(pb, bogus); !strings.Contains(p, "is not in the repository") {
 		t.Errorf("status.brokenBackups = %+v, want %s: not in the repository", pb.Status.BrokenBackups, bogus)
 	}
-	if !w.exists(manifestKey(pb, bogus)) {
+	if !w.exists(storagekit.ManifestKey(pb, bogus)) {
 		t.Errorf("the broken manifest %s was deleted; it must stay for a person to look at", bogus)
 	}
 }
@@ -242,7 +243,7 @@ func TestKopiaManifestFromTheFutureIsNotLatest(t *testing.T) {
 	w.must(os.WriteFile(filepath.Join(src, "README"), []byte("second"), 0o644))
 	w.kopiaRun(pb, first, 2, src)
 	newest := pb.Status.LastRun.ID
-	future := runID(first.AddDate(1, 0, 0), false)
+	future := storagekit.RunID(first.AddDate(1, 0, 0), false)
 	w.handMadeManifest(pb, newest, future, "k0123456789abcdef0123456789abcdef")
 
 	pr := newRestore(w.ns, "back", "app")
@@ -336,7 +337,7 @@ func TestKopiaLostMetadataBlobIsHealedByTheNextRun(t *testing.T) {
 		t.Errorf("status.backups = %v, want %v", got, want)
 	}
 	for _, id := range []string{one, two} {
-		if !w.exists(manifestKey(pb, id)) {
+		if !w.exists(storagekit.ManifestKey(pb, id)) {
 			t.Errorf("backup %s's manifest was deleted", id)
 		}
 	}
@@ -357,7 +358,7 @@ func TestKopiaManifestNewerThanTheLastCheckIsNotLatest(t *testing.T) {
 	first := pb.CreationTimestamp.Time
 	w.kopiaRun(pb, first, 1, src)
 	good := pb.Status.LastRun.ID
-	unchecked := runID(first.Add(90*time.Minute), false)
+	unchecked := storagekit.RunID(first.Add(90*time.Minute), false)
 	w.handMadeManifest(pb, good, unchecked, "k0123456789abcdef0123456789abcdef")
 	w.clock.Set(first.Add(100 * time.Minute))
 
@@ -410,7 +411,7 @@ func TestKopiaBackupWhoseSnapshotWasLostIsListedBroken(t *testing.T) {
 	if p := brokenProblem(pb, two); !strings.Contains(p, "is not in the repository") {
 		t.Errorf("status.brokenBackups = %+v, want %s: its snapshot is not in the repository", pb.Status.BrokenBackups, two)
 	}
-	if !w.exists(manifestKey(pb, two)) {
+	if !w.exists(storagekit.ManifestKey(pb, two)) {
 		t.Errorf("the manifest of the lost backup %s was deleted; it must stay for a person to decide", two)
 	}
 	c := condition(pb, storagev1.ConditionRepositoryHealthy)

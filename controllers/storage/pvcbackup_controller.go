@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"sync"
 	"time"
 
@@ -20,7 +19,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -28,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 
 	storagev1 "github.com/okgoes/okgoes-operator/api/storage/v1"
+	"github.com/okgoes/okgoes-operator/controllers/storage/storagekit"
 	"github.com/okgoes/okgoes-operator/internal/errclass"
 	"github.com/okgoes/okgoes-operator/internal/objectstore"
 	"github.com/okgoes/okgoes-operator/internal/phase"
@@ -36,76 +35,14 @@ import (
 
 const (
 	// finalizer guards the S3 objects of a PVCBackup with deletionPolicy Delete.
-	finalizer = "storage.okgoes.com/delete-backups"
-	// DefaultPollInterval re-checks a missing PVC, Secret or bucket (the design's 30 s).
-	DefaultPollInterval = 30 * time.Second
-	// runPollInterval is the safety-net requeue while a run is in progress; Job and snapshot
-	// updates normally wake the reconciler first.
-	runPollInterval = 30 * time.Second
-	// s3Timeout bounds every S3 call the controller makes.
-	s3Timeout    = 30 * time.Second
+	finalizer    = "storage.okgoes.com/delete-backups"
 	historyLimit = 10
 )
-
-// ObjectStore is what the storage controllers need from S3: a bucket check before a run, the
-// manifest after it, listing and pruning backups, and the deletion of everything on
-// finalization. internal/objectstore implements it.
-type ObjectStore interface {
-	BucketExists(ctx context.Context) (bool, error)
-	Get(ctx context.Context, key string) (io.ReadCloser, error)
-	ListTop(ctx context.Context, prefix string) ([]objectstore.ObjectInfo, error)
-	Delete(ctx context.Context, key string) error
-	DeletePrefix(ctx context.Context, prefix string) (int, error)
-	IncompleteUploads(ctx context.Context, prefix string, keys ...string) ([]string, error)
-	AbortUploads(ctx context.Context, key string) error
-}
-
-// StoreFactory opens an ObjectStore for a resolved configuration (with credentials).
-type StoreFactory func(objectstore.Config) (ObjectStore, error)
-
-// MinioStores is the StoreFactory of the real operator.
-func MinioStores(cfg objectstore.Config) (ObjectStore, error) { return objectstore.New(cfg) }
-
-// Deps is what the storage controllers share: uncached reads, events, the clock, S3 and the
-// mover image.
-type Deps struct {
-	// APIReader reads Secrets and pods uncached: the operator needs only get/list on them and
-	// keeps no Secret in its informer cache (S3Cache keeps the few credentials Secrets in use,
-	// for a poll interval).
-	APIReader client.Reader
-	Recorder  record.EventRecorder
-	Clock     schedule.Clock
-	Stores    StoreFactory
-	// MoverImage is the image of the mover Jobs: the operator's own image.
-	MoverImage string
-	// PollInterval re-checks missing dependencies (default 30s).
-	PollInterval time.Duration
-	// S3Cache, when set, shares credentials Secret reads, S3 clients and bucket checks between
-	// reconciles (the manager sets it; nil reads and checks on every reconcile).
-	S3Cache *S3Cache
-	// Outages, when set, is where the manager's watches and the reconciles note an unreachable
-	// API server: for a while after one, the Jobs of active runs are read uncached (apioutage.go).
-	Outages *APIOutages
-}
-
-func (d Deps) poll() time.Duration {
-	if d.PollInterval > 0 {
-		return d.PollInterval
-	}
-	return DefaultPollInterval
-}
-
-func (d Deps) check() error {
-	if d.APIReader == nil || d.Clock == nil || d.Stores == nil || d.MoverImage == "" {
-		return fmt.Errorf("storage controllers need an APIReader, a Clock, a StoreFactory and a MoverImage")
-	}
-	return nil
-}
 
 // PVCBackupReconciler reconciles PVCBackup objects.
 type PVCBackupReconciler struct {
 	client.Client
-	Deps
+	storagekit.Deps
 	// SnapshotsAvailable is true when the cluster serves snapshot.storage.k8s.io/v1 at setup:
 	// VolumeSnapshots are then watched and indexed from the start.
 	SnapshotsAvailable bool
@@ -119,7 +56,7 @@ type PVCBackupReconciler struct {
 	watchSnapshots func() error
 	// seen is the resourceVersion of each PVCBackup that the reconciler last wrote or read
 	// uncached (ensureFresh).
-	seen seenVersions
+	seen storagekit.SeenVersions
 	// started is the run this process last started per PVCBackup, until the status records it.
 	started startedRuns
 	// runObjectsIndexed is set by SetupWithManager: the manager's cache indexes the run objects
@@ -134,7 +71,7 @@ type scope struct {
 	now    time.Time
 	// store is opened lazily by storeFor and reused within the reconcile; passwordErr is what
 	// the credentials Secret said about the kopia password (nil: it has one).
-	store       ObjectStore
+	store       storagekit.ObjectStore
 	passwordErr error
 	// base is the status as read at the start of this reconcile: what the status patch is
 	// computed against.
@@ -176,7 +113,7 @@ func (r *PVCBackupReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	if err := r.Get(ctx, req.NamespacedName, pb); err != nil {
 		if apierrors.IsNotFound(err) {
 			forgetMetrics(req.Namespace, req.Name)
-			r.seen.forget(req.NamespacedName)
+			r.seen.Forget(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
@@ -203,18 +140,18 @@ func (r *PVCBackupReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		r.reconcileNextRun,
 	)
 	switch {
-	case apiUnreachable(err):
+	case storagekit.APIUnreachable(err):
 		// Not the work queue's growing backoff: try again soon, so that what happened during the
 		// outage is recorded right after it (apioutage.go). Nothing is written meanwhile.
 		r.Outages.Observe(s.now)
-		return ctrl.Result{RequeueAfter: apiRetry}, nil
-	case errors.Is(err, errStaleCache):
-		return ctrl.Result{RequeueAfter: staleCacheRetry}, nil
+		return ctrl.Result{RequeueAfter: storagekit.APIRetry}, nil
+	case errors.Is(err, storagekit.ErrStaleCache):
+		return ctrl.Result{RequeueAfter: storagekit.StaleCacheRetry}, nil
 	case errors.Is(err, errRunStarted):
 		// The create event of the run's first object wakes the reconcile that records the run,
 		// behind the runs still to start (recordAfterStarts); this requeue is only the safety net,
 		// at the same low priority (a higher one would move the record ahead again).
-		return ctrl.Result{RequeueAfter: runPollInterval, Priority: ptr.To(handler.LowPriority)}, nil
+		return ctrl.Result{RequeueAfter: storagekit.RunPollInterval, Priority: ptr.To(handler.LowPriority)}, nil
 	}
 	computeStatus(pb, s, err)
 	res, err := errclass.Result(err, s.requeue)
@@ -227,10 +164,10 @@ func (r *PVCBackupReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		// and start the next run if one is due; a status write wakes no reconcile.
 		res = shorter(res, time.Second)
 	case apierrors.IsConflict(perr):
-		return ctrl.Result{RequeueAfter: staleCacheRetry}, nil // a stale copy: its newer one is on its way
-	case apiUnreachable(perr):
+		return ctrl.Result{RequeueAfter: storagekit.StaleCacheRetry}, nil // a stale copy: its newer one is on its way
+	case storagekit.APIUnreachable(perr):
 		r.Outages.Observe(s.now)
-		return ctrl.Result{RequeueAfter: apiRetry}, nil
+		return ctrl.Result{RequeueAfter: storagekit.APIRetry}, nil
 	case perr != nil && err == nil:
 		err = perr
 	}
@@ -279,36 +216,36 @@ func (r *PVCBackupReconciler) reconcileActiveRun(ctx context.Context, s *scope) 
 	}
 
 	job := &batchv1.Job{}
-	err = r.runJobReader(s).Get(ctx, client.ObjectKey{Namespace: pb.Namespace, Name: runObjectName(pb, run)}, job)
+	err = r.runJobReader(s).Get(ctx, client.ObjectKey{Namespace: pb.Namespace, Name: storagekit.RunObjectName(pb, run)}, job)
 	if apierrors.IsNotFound(err) {
 		if err := r.ensureFresh(ctx, s); err != nil {
 			return err
 		}
-		job = desiredBackupJob(pb, run, claim, r.MoverImage, remainingSeconds(runDeadline(pb, run), s.now))
+		job = desiredBackupJob(pb, run, claim, r.MoverImage, storagekit.RemainingSeconds(runDeadline(pb, run), s.now))
 		if err := controllerutil.SetControllerReference(pb, job, r.Scheme()); err != nil {
 			return err
 		}
 		if err := r.Create(ctx, job); err != nil && !apierrors.IsAlreadyExists(err) {
 			if apierrors.IsInvalid(err) {
-				return errclass.Stalled(ReasonInvalidSpec, fmt.Sprintf("the API server rejected the mover Job built from the spec: %v", err))
+				return errclass.Stalled(storagekit.ReasonInvalidSpec, fmt.Sprintf("the API server rejected the mover Job built from the spec: %v", err))
 			}
 			return fmt.Errorf("create mover Job: %w", err)
 		}
 		s.stage = ReasonUploading
-		s.requeue = min(s.requeue, runPollInterval)
+		s.requeue = min(s.requeue, storagekit.RunPollInterval)
 		return nil
 	} else if err != nil {
 		return fmt.Errorf("get mover Job: %w", err)
 	}
 
-	out := r.jobState(ctx, job, run.StartTime.Time, s.now, pb.Spec.Mover.Deadline())
+	out := r.ReadMoverJob(ctx, job, run.StartTime.Time, s.now, pb.Spec.Mover.Deadline())
 	switch {
-	case !out.finished:
-		s.stage, s.stageMessage = out.stage(ReasonUploading, "backup "+run.ID)
-		s.requeue = min(s.requeue, out.requeue(s.now, runPollInterval))
+	case !out.Finished:
+		s.stage, s.stageMessage = out.Stage(ReasonUploading, "backup "+run.ID)
+		s.requeue = min(s.requeue, out.Requeue(s.now, storagekit.RunPollInterval))
 		if r.Outages.Recent(s.now) {
 			// No Job event may come until the informer relists (apioutage.go): look again soon.
-			s.requeue = min(s.requeue, apiRetry)
+			s.requeue = min(s.requeue, storagekit.APIRetry)
 		}
 		if job.Status.Active > 0 { // only a mover that runs writes progress
 			r.readProgress(ctx, s)
@@ -317,10 +254,10 @@ func (r *PVCBackupReconciler) reconcileActiveRun(ctx context.Context, s *scope) 
 			}
 		}
 		return nil
-	case out.failed:
-		return r.finishRun(ctx, s, storagev1.RunStatus{Result: storagev1.RunFailed, Reason: out.reason, Message: out.message})
+	case out.Failed:
+		return r.finishRun(ctx, s, storagev1.RunStatus{Result: storagev1.RunFailed, Reason: out.Reason, Message: out.Message})
 	}
-	m, err := r.readManifest(ctx, s, manifestKey(pb, run.ID))
+	m, err := r.readManifest(ctx, s, storagekit.ManifestKey(pb, run.ID))
 	if err != nil {
 		if objectstore.IsNotFound(err) {
 			return r.finishRun(ctx, s, storagev1.RunStatus{Result: storagev1.RunFailed,
@@ -330,12 +267,12 @@ func (r *PVCBackupReconciler) reconcileActiveRun(ctx context.Context, s *scope) 
 	}
 	rec := storagev1.RunStatus{
 		Result: storagev1.RunSucceeded, ObjectKey: m.Archive.Key, Bytes: m.Archive.Bytes, SHA256: m.Archive.SHA256,
-		Files: m.Files, ContentBytes: m.ContentBytes, Engine: engineOf(m),
+		Files: m.Files, ContentBytes: m.ContentBytes, Engine: storagekit.EngineOf(m),
 	}
 	if rec.Engine == storagev1.EngineKopia {
-		rec.ObjectKey, rec.SnapshotID, rec.Bytes = manifestKey(pb, run.ID), m.Kopia.SnapshotID, m.Kopia.UploadedBytes
+		rec.ObjectKey, rec.SnapshotID, rec.Bytes = storagekit.ManifestKey(pb, run.ID), m.Kopia.SnapshotID, m.Kopia.UploadedBytes
 		prev := pb.Status.Repository
-		pb.Status.Repository = repositoryStatus(out.result, s.now)
+		pb.Status.Repository = repositoryStatus(out.Result, s.now)
 		if prev != nil { // the run's own check arrives with its record (housekeeping)
 			pb.Status.Repository.Check = prev.Check
 		}
@@ -385,12 +322,12 @@ func runDeadline(pb *storagev1.PVCBackup, run *storagev1.ActiveRun) time.Time {
 func (r *PVCBackupReconciler) reconcileVerify(ctx context.Context, s *scope) (verified bool, message string, done bool, err error) {
 	pb, run := s.backup, s.backup.Status.ActiveRun
 	job := &batchv1.Job{}
-	err = r.Get(ctx, client.ObjectKey{Namespace: pb.Namespace, Name: verifyJobName(pb, run)}, job)
+	err = r.Get(ctx, client.ObjectKey{Namespace: pb.Namespace, Name: storagekit.VerifyJobName(pb, run)}, job)
 	if apierrors.IsNotFound(err) {
 		if err := r.ensureFresh(ctx, s); err != nil {
 			return false, "", false, err
 		}
-		job = desiredVerifyJob(pb, run, r.MoverImage, remainingSeconds(runDeadline(pb, run), s.now))
+		job = desiredVerifyJob(pb, run, r.MoverImage, storagekit.RemainingSeconds(runDeadline(pb, run), s.now))
 		if err := controllerutil.SetControllerReference(pb, job, r.Scheme()); err != nil {
 			return false, "", false, err
 		}
@@ -401,14 +338,14 @@ func (r *PVCBackupReconciler) reconcileVerify(ctx context.Context, s *scope) (ve
 	} else if err != nil {
 		return false, "", false, fmt.Errorf("get verify Job: %w", err)
 	}
-	out := r.jobState(ctx, job, run.StartTime.Time, s.now, pb.Spec.Mover.Deadline())
+	out := r.ReadMoverJob(ctx, job, run.StartTime.Time, s.now, pb.Spec.Mover.Deadline())
 	switch {
-	case !out.finished:
-		s.stage, s.stageMessage = out.stage(ReasonVerifying, "verification of backup "+run.ID)
-		s.requeue = min(s.requeue, out.requeue(s.now, runPollInterval))
+	case !out.Finished:
+		s.stage, s.stageMessage = out.Stage(ReasonVerifying, "verification of backup "+run.ID)
+		s.requeue = min(s.requeue, out.Requeue(s.now, storagekit.RunPollInterval))
 		return false, "", false, nil
-	case out.failed:
-		return false, out.message, true, nil
+	case out.Failed:
+		return false, out.Message, true, nil
 	}
 	return true, "", true, nil
 }
@@ -427,7 +364,7 @@ func (r *PVCBackupReconciler) finishRun(ctx context.Context, s *scope, rec stora
 	}
 	rec.CompletionTime = metav1.NewTime(s.now)
 	rec.Duration = s.now.Sub(run.StartTime.Time).Round(time.Second).String()
-	rec.Message = truncate(rec.Message, 2048)
+	rec.Message = storagekit.Truncate(rec.Message, 2048)
 	st := &pb.Status
 	st.LastRun = &rec
 	st.History = append([]storagev1.RunStatus{rec}, st.History...)
@@ -468,7 +405,7 @@ func (r *PVCBackupReconciler) reconcileRunObjects(ctx context.Context, s *scope)
 		h := pb.Status.History
 		return len(h) == historyLimit && id < h[len(h)-1].ID
 	}
-	var sel client.ListOption = client.MatchingLabels{labelBackup: pb.Name}
+	var sel client.ListOption = client.MatchingLabels{storagekit.LabelBackup: pb.Name}
 	if r.runObjectsIndexed {
 		sel = client.MatchingFields{runObjectsIndex: pb.Name}
 	}
@@ -476,7 +413,7 @@ func (r *PVCBackupReconciler) reconcileRunObjects(ctx context.Context, s *scope)
 		kind string
 		list client.ObjectList
 	}
-	lists := []runObjects{{"Job", &batchv1.JobList{}}, {"PersistentVolumeClaim", claimMetadataList()}}
+	lists := []runObjects{{"Job", &batchv1.JobList{}}, {"PersistentVolumeClaim", storagekit.ClaimMetadataList()}}
 	if pb.Spec.Snapshot != nil || r.SnapshotsAvailable {
 		if r.snapshotsServed(ctx) {
 			lists = append(lists, runObjects{"VolumeSnapshot", &snapshotv1.VolumeSnapshotList{}})
@@ -487,7 +424,7 @@ func (r *PVCBackupReconciler) reconcileRunObjects(ctx context.Context, s *scope)
 		kind, list := l.kind, l.list
 		sel := sel
 		if kind == "VolumeSnapshot" && !r.SnapshotsAvailable {
-			sel = client.MatchingLabels{labelBackup: pb.Name} // the API came later: not indexed
+			sel = client.MatchingLabels{storagekit.LabelBackup: pb.Name} // the API came later: not indexed
 		}
 		if err := r.List(ctx, list, client.InNamespace(pb.Namespace), sel); err != nil {
 			return fmt.Errorf("list run objects: %w", err)
@@ -497,16 +434,16 @@ func (r *PVCBackupReconciler) reconcileRunObjects(ctx context.Context, s *scope)
 			if !metav1.IsControlledBy(obj, pb) || !obj.GetDeletionTimestamp().IsZero() {
 				return nil
 			}
-			if id := obj.GetLabels()[labelRun]; !recorded(id) {
-				_, first := obj.GetAnnotations()[annotationScheduledTime]
-				if first && pb.Status.ActiveRun == nil && (started == nil || id > started.GetLabels()[labelRun]) {
+			if id := obj.GetLabels()[storagekit.LabelRun]; !recorded(id) {
+				_, first := obj.GetAnnotations()[storagekit.AnnotationScheduledTime]
+				if first && pb.Status.ActiveRun == nil && (started == nil || id > started.GetLabels()[storagekit.LabelRun]) {
 					started = obj
 				}
 				return nil
 			}
 			err := r.Delete(ctx, obj, client.PropagationPolicy(metav1.DeletePropagationBackground))
 			if err != nil && !apierrors.IsNotFound(err) {
-				return fmt.Errorf("delete %s %s of run %s: %w", kind, obj.GetName(), obj.GetLabels()[labelRun], err)
+				return fmt.Errorf("delete %s %s of run %s: %w", kind, obj.GetName(), obj.GetLabels()[storagekit.LabelRun], err)
 			}
 			return nil
 		})
@@ -527,18 +464,18 @@ func (r *PVCBackupReconciler) reconcileRunObjects(ctx context.Context, s *scope)
 // saves it; reconcileActiveRun follows the run in the same reconcile.
 func adoptStartedRun(s *scope, obj client.Object) {
 	pb, a := s.backup, obj.GetAnnotations()
-	scheduled, err := time.Parse(time.RFC3339, a[annotationScheduledTime])
+	scheduled, err := time.Parse(time.RFC3339, a[storagekit.AnnotationScheduledTime])
 	if err != nil {
 		return // not written by the operator: left alone
 	}
-	started, err := time.Parse(time.RFC3339, a[annotationStartTime])
+	started, err := time.Parse(time.RFC3339, a[storagekit.AnnotationStartTime])
 	if err != nil {
 		return
 	}
-	trigger, manual := a[annotationManualTrigger]
-	run := &storagev1.ActiveRun{ID: obj.GetLabels()[labelRun], ScheduledTime: metav1.NewTime(scheduled),
-		StartTime: metav1.NewTime(started), Manual: manual, Engine: storagev1.BackupEngine(a[annotationEngine])}
-	if run.ID != runID(scheduled, manual) {
+	trigger, manual := a[storagekit.AnnotationManualTrigger]
+	run := &storagev1.ActiveRun{ID: obj.GetLabels()[storagekit.LabelRun], ScheduledTime: metav1.NewTime(scheduled),
+		StartTime: metav1.NewTime(started), Manual: manual, Engine: storagev1.BackupEngine(a[storagekit.AnnotationEngine])}
+	if run.ID != storagekit.RunID(scheduled, manual) {
 		return
 	}
 	pb.Status.ActiveRun = run
@@ -583,7 +520,7 @@ func (r *PVCBackupReconciler) reconcileNextRun(ctx context.Context, s *scope) er
 	if pb.Status.ActiveRun == nil && r.started.pending(client.ObjectKeyFromObject(pb), &pb.Status, s.now) {
 		// This process started a run that neither the status nor the cache shows yet (the
 		// reconcile its creation wakes records it): no second run meanwhile.
-		s.requeue = min(s.requeue, staleCacheRetry)
+		s.requeue = min(s.requeue, storagekit.StaleCacheRetry)
 		return nil
 	}
 	manual := pb.Spec.Trigger != nil && pb.Status.ActiveRun == nil &&
@@ -617,7 +554,7 @@ func (r *PVCBackupReconciler) reconcileNextRun(ctx context.Context, s *scope) er
 	if manual {
 		pb.Status.LastManualTrigger = pb.Spec.Trigger.Manual
 	}
-	run.ID = runID(run.ScheduledTime.Time, run.Manual)
+	run.ID = storagekit.RunID(run.ScheduledTime.Time, run.Manual)
 	run.Engine = s.engine // resolved by checkDependencies, as a run is due
 	pb.Status.ActiveRun = run
 	// Start the run: create its Job, or its snapshot, from a current copy (ensureFresh). A
@@ -675,7 +612,7 @@ func (s *startedRuns) pending(key types.NamespacedName, st *storagev1.PVCBackupS
 }
 
 // errRunStarted ends the reconcile that started a run: it writes no status. The run's first
-// object (Job or snapshot) carries what the status is to record of the run (runAnnotations), and
+// object (Job or snapshot) carries what the status is to record of the run (RunAnnotations), and
 // its create event wakes the reconcile that records it (reconcileRunObjects). So when many runs
 // are due in the same minute, each start costs the API server one request, the create, and the
 // runs are recorded once all have started (issue 13: 1,000 runs due the same minute). The create
@@ -697,7 +634,7 @@ func (r *PVCBackupReconciler) patchStatus(ctx context.Context, base, pb *storage
 	if err != nil {
 		return fmt.Errorf("patch status: %w", err)
 	}
-	r.seen.record(pb)
+	r.seen.Record(pb)
 	return nil
 }
 
@@ -737,8 +674,26 @@ func s3Trouble(pb *storagev1.PVCBackup) bool {
 		return false
 	}
 	switch c.Reason {
-	case ReasonBucketNotFound, ReasonCredentialsRejected, ReasonEndpointUnreachable, ReasonRepositoryPasswordMissing:
+	case storagekit.ReasonBucketNotFound, storagekit.ReasonCredentialsRejected, storagekit.ReasonEndpointUnreachable, storagekit.ReasonRepositoryPasswordMissing:
 		return true
 	}
 	return false
+}
+
+// ensureFresh is ensureFresh for the PVCBackup of s, at most once per reconcile: the run's
+// objects are created only from a current copy, and a run that creates nothing (most reconciles
+// of an active run: a poll, a Job status change) reads nothing uncached. A copy whose
+// resourceVersion is the one the reconciler itself last wrote or read uncached needs no read
+// (r.seen).
+func (r *PVCBackupReconciler) ensureFresh(ctx context.Context, s *scope) error {
+	if s.checkedFresh || r.seen.Current(s.backup) {
+		s.checkedFresh = true
+		return nil
+	}
+	if err := storagekit.EnsureFresh(ctx, r.APIReader, s.backup); err != nil {
+		return err
+	}
+	r.seen.Record(s.backup)
+	s.checkedFresh = true
+	return nil
 }

@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	storagev1 "github.com/okgoes/okgoes-operator/api/storage/v1"
+	"github.com/okgoes/okgoes-operator/controllers/storage/storagekit"
 	"github.com/okgoes/okgoes-operator/internal/errclass"
 	"github.com/okgoes/okgoes-operator/internal/objectstore"
 )
@@ -30,7 +31,7 @@ func (r *PVCBackupReconciler) reconcileFinalizer(ctx context.Context, pb *storag
 	if err := r.Patch(ctx, pb, patch); err != nil {
 		return err
 	}
-	r.seen.record(pb) // pb is the API server's answer: its current copy
+	r.seen.Record(pb) // pb is the API server's answer: its current copy
 	return nil
 }
 
@@ -61,17 +62,17 @@ func (r *PVCBackupReconciler) deleteBackups(ctx context.Context, s *scope) error
 		}
 		return err
 	}
-	cctx, cancel := context.WithTimeout(ctx, s3Timeout)
+	cctx, cancel := context.WithTimeout(ctx, storagekit.S3Timeout)
 	defer cancel()
-	n, err := store.DeletePrefix(cctx, backupPrefix(s.backup))
+	n, err := store.DeletePrefix(cctx, storagekit.BackupPrefix(s.backup))
 	switch {
 	case objectstore.IsNoSuchBucket(err):
 		return nil // the bucket is gone: nothing left to delete
 	case err != nil:
-		return fmt.Errorf("delete backups under %s: %w", backupPrefix(s.backup), err)
+		return fmt.Errorf("delete backups under %s: %w", storagekit.BackupPrefix(s.backup), err)
 	}
 	if r.Recorder != nil {
-		r.Recorder.Eventf(s.backup, "Normal", "BackupsDeleted", "deleted %d objects under %s", n, backupPrefix(s.backup))
+		r.Recorder.Eventf(s.backup, "Normal", "BackupsDeleted", "deleted %d objects under %s", n, storagekit.BackupPrefix(s.backup))
 	}
 	return nil
 }

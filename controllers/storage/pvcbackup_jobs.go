@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	storagev1 "github.com/okgoes/okgoes-operator/api/storage/v1"
+	"github.com/okgoes/okgoes-operator/controllers/storage/storagekit"
 	"github.com/okgoes/okgoes-operator/internal/mover"
 )
 
@@ -15,28 +16,28 @@ func desiredBackupJob(pb *storagev1.PVCBackup, run *storagev1.ActiveRun, claim, 
 	labels := runLabels(pb, run)
 	labels["app.kubernetes.io/component"] = "backup-mover"
 	env := []corev1.EnvVar{
-		{Name: mover.EnvSourceDir, Value: volumeMount},
+		{Name: mover.EnvSourceDir, Value: storagekit.VolumeMount},
 		{Name: mover.EnvBackupID, Value: run.ID},
-		{Name: mover.EnvArchiveKey, Value: archiveKey(pb, run.ID)},
-		{Name: mover.EnvManifestKey, Value: manifestKey(pb, run.ID)},
+		{Name: mover.EnvArchiveKey, Value: storagekit.ArchiveKey(pb, run.ID)},
+		{Name: mover.EnvManifestKey, Value: storagekit.ManifestKey(pb, run.ID)},
 		{Name: mover.EnvSourceNamespace, Value: pb.Namespace},
 		{Name: mover.EnvSourcePVC, Value: pb.Spec.PVCName},
 		{Name: mover.EnvScheduledTime, Value: run.ScheduledTime.UTC().Format(time.RFC3339)},
-		{Name: mover.EnvProgressKey, Value: progressKey(backupPrefix(pb), run.ID)},
+		{Name: mover.EnvProgressKey, Value: storagekit.ProgressKey(storagekit.BackupPrefix(pb), run.ID)},
 	}
 	kopia := run.Engine == storagev1.EngineKopia
 	if kopia {
-		env = append(env, kopiaEnv(backupSource(pb), backupPrefix(pb))...)
-		env = append(env, corev1.EnvVar{Name: mover.EnvKopiaRecordKey, Value: repositoryRecordKey(backupPrefix(pb))})
-		if kd := keyDerivation(pb.Spec.Kopia); kd != "" {
+		env = append(env, storagekit.KopiaEnv(storagekit.BackupSource(pb), storagekit.BackupPrefix(pb))...)
+		env = append(env, corev1.EnvVar{Name: mover.EnvKopiaRecordKey, Value: storagekit.RepositoryRecordKey(storagekit.BackupPrefix(pb))})
+		if kd := storagekit.KeyDerivation(pb.Spec.Kopia); kd != "" {
 			env = append(env, corev1.EnvVar{Name: mover.EnvKopiaKeyDerivation, Value: kd})
 		}
 	}
-	job := desiredMoverJob(backupSource(pb), image, moverJob{
-		name: runObjectName(pb, run), labels: labels, command: "backup", claim: claim, readOnly: true, options: pb.Spec.Mover,
-		deadline: deadline, env: env, kopiaCache: kopia,
+	job := storagekit.DesiredMoverJob(storagekit.BackupSource(pb), image, storagekit.MoverJob{
+		Name: storagekit.RunObjectName(pb, run), Labels: labels, Command: "backup", Claim: claim, ReadOnly: true, Options: pb.Spec.Mover,
+		Deadline: deadline, Env: env, KopiaCache: kopia,
 	})
-	job.Annotations = runAnnotations(pb, run)
+	job.Annotations = storagekit.RunAnnotations(pb, run)
 	return job
 }
 
@@ -46,15 +47,15 @@ func desiredVerifyJob(pb *storagev1.PVCBackup, run *storagev1.ActiveRun, image s
 	labels := runLabels(pb, run)
 	labels["app.kubernetes.io/component"] = "backup-verifier"
 	env := []corev1.EnvVar{
-		{Name: mover.EnvArchiveKey, Value: archiveKey(pb, run.ID)},
-		{Name: mover.EnvManifestKey, Value: manifestKey(pb, run.ID)},
+		{Name: mover.EnvArchiveKey, Value: storagekit.ArchiveKey(pb, run.ID)},
+		{Name: mover.EnvManifestKey, Value: storagekit.ManifestKey(pb, run.ID)},
 	}
 	kopia := run.Engine == storagev1.EngineKopia
 	if kopia {
-		env = append(env[1:], kopiaEnv(backupSource(pb), backupPrefix(pb))...)
+		env = append(env[1:], storagekit.KopiaEnv(storagekit.BackupSource(pb), storagekit.BackupPrefix(pb))...)
 	}
-	return desiredMoverJob(backupSource(pb), image, moverJob{
-		name: verifyJobName(pb, run), labels: labels, command: "verify", options: pb.Spec.Mover, deadline: deadline,
-		env: env, kopiaCache: kopia,
+	return storagekit.DesiredMoverJob(storagekit.BackupSource(pb), image, storagekit.MoverJob{
+		Name: storagekit.VerifyJobName(pb, run), Labels: labels, Command: "verify", Options: pb.Spec.Mover, Deadline: deadline,
+		Env: env, KopiaCache: kopia,
 	})
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"slices"
 	"strings"
 	"time"
 
@@ -14,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	storagev1 "github.com/okgoes/okgoes-operator/api/storage/v1"
+	"github.com/okgoes/okgoes-operator/controllers/storage/storagekit"
 	"github.com/okgoes/okgoes-operator/internal/archive"
 	"github.com/okgoes/okgoes-operator/internal/mover"
 	"github.com/okgoes/okgoes-operator/internal/objectstore"
@@ -40,7 +40,7 @@ func (r *PVCBackupReconciler) housekeeping(ctx context.Context, s *scope, prune 
 	}
 }
 
-// tidy lists the backups (readCatalog: only complete ones count), records them in status, and
+// tidy lists the backups (ReadCatalog: only complete ones count), records them in status, and
 // deletes: the backups spec.retention does not keep (manifest first, so a half-pruned backup is
 // never listed as restorable), then orphaned archives and abandoned uploads of runs that are
 // over. Broken backups are reported, never counted and never deleted.
@@ -50,15 +50,15 @@ func (r *PVCBackupReconciler) tidy(ctx context.Context, s *scope, prune bool) er
 	if err != nil {
 		return err
 	}
-	cctx, cancel := context.WithTimeout(ctx, s3Timeout)
+	cctx, cancel := context.WithTimeout(ctx, storagekit.S3Timeout)
 	defer cancel()
-	prefix := backupPrefix(pb)
-	cat, err := readCatalog(cctx, store, prefix, s.now)
+	prefix := storagekit.BackupPrefix(pb)
+	cat, err := storagekit.ReadCatalog(cctx, store, prefix, s.now)
 	if err != nil {
 		return err
 	}
 	recordCheck(pb, cat, s.now)
-	cat = withoutUnverified(cat, pb.Status.History)
+	cat = storagekit.WithoutUnverified(cat, pb.Status.History)
 
 	backups := make([]retention.Backup, 0, len(cat.Valid))
 	for _, b := range cat.Valid {
@@ -80,9 +80,9 @@ func (r *PVCBackupReconciler) tidy(ctx context.Context, s *scope, prune bool) er
 	}
 	pb.Status.Backups = nil
 	for _, b := range keep[:min(len(keep), maxListedBackups)] {
-		ref := storagev1.BackupRef{ID: b.ID, Time: metav1.NewTime(b.Time), ObjectKey: archiveKey(pb, b.ID), Engine: storagev1.EngineArchive}
+		ref := storagev1.BackupRef{ID: b.ID, Time: metav1.NewTime(b.Time), ObjectKey: storagekit.ArchiveKey(pb, b.ID), Engine: storagev1.EngineArchive}
 		if m := manifests[b.ID]; m.Engine == mover.EngineKopia {
-			ref.ObjectKey, ref.Engine, ref.SnapshotID = manifestKey(pb, b.ID), storagev1.EngineKopia, m.Kopia.SnapshotID
+			ref.ObjectKey, ref.Engine, ref.SnapshotID = storagekit.ManifestKey(pb, b.ID), storagev1.EngineKopia, m.Kopia.SnapshotID
 		}
 		pb.Status.Backups = append(pb.Status.Backups, ref)
 	}
@@ -91,7 +91,7 @@ func (r *PVCBackupReconciler) tidy(ctx context.Context, s *scope, prune bool) er
 	// A kopia backup goes with its manifest: the next kopia run deletes the snapshot of a
 	// manifest that is gone, and maintenance then reclaims its data (days later, see docs).
 	for _, b := range drop {
-		for _, key := range []string{manifestKey(pb, b.ID), archiveKey(pb, b.ID)} {
+		for _, key := range []string{storagekit.ManifestKey(pb, b.ID), storagekit.ArchiveKey(pb, b.ID)} {
 			if err := store.Delete(cctx, key); err != nil {
 				return fmt.Errorf("prune backup %s: delete %s: %w", b.ID, key, err)
 			}
@@ -102,7 +102,7 @@ func (r *PVCBackupReconciler) tidy(ctx context.Context, s *scope, prune bool) er
 	}
 	active := ""
 	if run := pb.Status.ActiveRun; run != nil {
-		active = archiveKey(pb, run.ID)
+		active = storagekit.ArchiveKey(pb, run.ID)
 	}
 	for _, key := range cat.Orphans {
 		if key == active {
@@ -116,7 +116,7 @@ func (r *PVCBackupReconciler) tidy(ctx context.Context, s *scope, prune bool) er
 		}
 	}
 	for _, key := range cat.Progress {
-		if run := pb.Status.ActiveRun; run != nil && key == progressKey(prefix, run.ID) {
+		if run := pb.Status.ActiveRun; run != nil && key == storagekit.ProgressKey(prefix, run.ID) {
 			continue
 		}
 		if err := store.Delete(cctx, key); err != nil {
@@ -143,7 +143,7 @@ func (r *PVCBackupReconciler) tidy(ctx context.Context, s *scope, prune bool) er
 // RepositoryHealthy condition: the damage the mover found (lost blobs, snapshots that cannot be
 // listed or lost data), and the backups whose snapshots the listing did not hold (a lost index
 // blob takes them with it; the mover cannot tell that from a snapshot never made).
-func recordCheck(pb *storagev1.PVCBackup, cat catalog, now time.Time) {
+func recordCheck(pb *storagev1.PVCBackup, cat storagekit.Catalog, now time.Time) {
 	rec := cat.Record
 	if rec == nil {
 		return
@@ -152,12 +152,12 @@ func recordCheck(pb *storagev1.PVCBackup, cat catalog, now time.Time) {
 		pb.Status.Repository = &storagev1.RepositoryStatus{UpdateTime: metav1.NewTime(now)}
 	}
 	check := &storagev1.RepositoryCheck{Time: metav1.NewTime(rec.Time.Truncate(time.Second)), RunID: rec.RunID,
-		Snapshots: int32(min(len(rec.Snapshots), math.MaxInt32)), Damage: truncate(rec.Damage, 2048)}
+		Snapshots: int32(min(len(rec.Snapshots), math.MaxInt32)), Damage: storagekit.Truncate(rec.Damage, 2048)}
 	if rec.RunID == "" { // a record that does not decode (readRecord)
-		check.Time, check.Damage = metav1.NewTime(now), truncate(rec.Unlisted, 2048)
+		check.Time, check.Damage = metav1.NewTime(now), storagekit.Truncate(rec.Unlisted, 2048)
 	}
 	if len(cat.Lost) > 0 && rec.Damage == "" && rec.Unlisted == "" {
-		check.Damage = truncate(fmt.Sprintf("backups %s name kopia snapshots that the repository at %s does not hold, or that lost data "+
+		check.Damage = storagekit.Truncate(fmt.Sprintf("backups %s name kopia snapshots that the repository at %s does not hold, or that lost data "+
 			"(an index blob x… lost from the bucket takes the snapshots it listed with it; a manifest copied or edited by hand may name one never made): they cannot be restored and are listed in "+
 			"status.brokenBackups; put the lost objects back from bucket versioning or a replica if you have them, or restore an older backup",
 			strings.Join(cat.Lost, ", "), rec.Repository)+unindexedHint(rec), 2048)
@@ -181,34 +181,19 @@ func failedRunArchives(pb *storagev1.PVCBackup) []string {
 	var keys []string
 	for _, h := range pb.Status.History {
 		if h.Result != storagev1.RunSucceeded && h.ID != "" {
-			keys = append(keys, archiveKey(pb, h.ID))
+			keys = append(keys, storagekit.ArchiveKey(pb, h.ID))
 		}
 	}
 	return keys
 }
 
-// withoutUnverified moves backups whose verification failed (as history records) from the valid
-// to the broken ones: a backup known to be damaged never takes a good one's place.
-func withoutUnverified(cat catalog, history []storagev1.RunStatus) catalog {
-	cat.Valid = slices.DeleteFunc(cat.Valid, func(b backupEntry) bool {
-		for _, h := range history {
-			if h.ID == b.ID && h.Verified != nil && !*h.Verified {
-				cat.Broken = append(cat.Broken, brokenEntry{b.ID, "failed verification: " + h.VerificationMessage})
-				return true
-			}
-		}
-		return false
-	})
-	return cat
-}
-
 // reportBroken records the broken backups in status and warns when the set changes.
-func (r *PVCBackupReconciler) reportBroken(pb *storagev1.PVCBackup, broken []brokenEntry) {
+func (r *PVCBackupReconciler) reportBroken(pb *storagev1.PVCBackup, broken []storagekit.BrokenEntry) {
 	before := pb.Status.BrokenBackups
 	pb.Status.BrokenBackups = nil
 	var ids []string
 	for _, b := range broken[:min(len(broken), maxListedBroken)] {
-		pb.Status.BrokenBackups = append(pb.Status.BrokenBackups, storagev1.BrokenBackup{ID: b.ID, Problem: truncate(b.Problem, 1024)})
+		pb.Status.BrokenBackups = append(pb.Status.BrokenBackups, storagev1.BrokenBackup{ID: b.ID, Problem: storagekit.Truncate(b.Problem, 1024)})
 		ids = append(ids, b.ID)
 	}
 	changed := len(before) != len(pb.Status.BrokenBackups)
@@ -218,13 +203,6 @@ func (r *PVCBackupReconciler) reportBroken(pb *storagev1.PVCBackup, broken []bro
 	if changed && len(broken) > 0 && r.Recorder != nil {
 		r.Recorder.Eventf(pb, corev1.EventTypeWarning, "BrokenBackups",
 			"%d backups under %s are not usable and are neither counted nor pruned: %s (see status.brokenBackups)",
-			len(broken), backupPrefix(pb), strings.Join(ids, ", "))
+			len(broken), storagekit.BackupPrefix(pb), strings.Join(ids, ", "))
 	}
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n-3] + "..."
 }

@@ -8,13 +8,10 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
@@ -25,53 +22,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	storagev1 "github.com/okgoes/okgoes-operator/api/storage/v1"
+	"github.com/okgoes/okgoes-operator/controllers/storage/storagekit"
 	"github.com/okgoes/okgoes-operator/internal/flowcontrol"
 )
-
-// Options tune the PVCBackup controller.
-type Options struct {
-	MaxConcurrentReconciles int
-	// Wrap, when set, wraps the reconciler (instrumentation, e.g. counting reconciles in tests).
-	Wrap func(reconcile.Reconciler) reconcile.Reconciler
-}
-
-// CachedObjects restricts the manager's Job informer to the operator's own Jobs (every mover Job
-// is labelled app.kubernetes.io/managed-by=okgoes-operator): without it the cache holds every Job
-// of the cluster. PersistentVolumeClaims are cached as metadata only (claimMetadata).
-func CachedObjects() map[client.Object]cache.ByObject {
-	return map[client.Object]cache.ByObject{
-		&batchv1.Job{}: {Label: labels.SelectorFromSet(labels.Set{"app.kubernetes.io/managed-by": "okgoes-operator"})},
-	}
-}
-
-// claimMetadata is an empty PersistentVolumeClaim of which the cache keeps the metadata only.
-// A PVCBackup needs the user's PVC cached (every reconcile checks that it exists and is not being
-// deleted) but not its spec and status: cached whole, the PVCs of a cluster are a good part of
-// the manager's memory. The few reads that need a PVC's spec (snapshot class, restored size) are
-// uncached (sourceClaim). No reader of the manager's cache may ask for a typed PVC: that starts a
-// second, full informer of every PVC.
-func claimMetadata() *metav1.PartialObjectMetadata {
-	m := &metav1.PartialObjectMetadata{}
-	m.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("PersistentVolumeClaim"))
-	return m
-}
-
-// claimMetadataList is the list of claimMetadata.
-func claimMetadataList() *metav1.PartialObjectMetadataList {
-	l := &metav1.PartialObjectMetadataList{}
-	l.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("PersistentVolumeClaimList"))
-	return l
-}
-
-// SnapshotAPIServed tells whether the cluster serves snapshot.storage.k8s.io/v1 VolumeSnapshots;
-// without it, the controller does not watch them and spec.snapshot is reported as unsupported.
-func SnapshotAPIServed(mgr ctrl.Manager) (bool, error) {
-	_, err := mgr.GetRESTMapper().RESTMapping(snapshotv1.SchemeGroupVersion.WithKind("VolumeSnapshot").GroupKind(), "v1")
-	if meta.IsNoMatchError(err) {
-		return false, nil
-	}
-	return err == nil, err
-}
 
 // runObjectsIndex indexes the manager's cache of Jobs, PVCs and VolumeSnapshots by the PVCBackup
 // whose run they belong to (label storage.okgoes.com/pvcbackup). Every reconcile looks up its
@@ -81,7 +34,7 @@ func SnapshotAPIServed(mgr ctrl.Manager) (bool, error) {
 const runObjectsIndex = "storage.okgoes.com/pvcbackup"
 
 func backupOfRunObject(obj client.Object) []string {
-	if name, ok := obj.GetLabels()[labelBackup]; ok {
+	if name, ok := obj.GetLabels()[storagekit.LabelBackup]; ok {
 		return []string{name}
 	}
 	return nil
@@ -132,11 +85,11 @@ func (q lowPriority) Add(item reconcile.Request) {
 // SetupWithManager registers the controller. PVCBackups pass on spec changes (generation) and on
 // the deletion timestamp (generation too); Jobs and snapshots pass on their creation (the run is
 // recorded) and on status changes, which is what moves a run forward.
-func (r *PVCBackupReconciler) SetupWithManager(mgr ctrl.Manager, opts Options) error {
-	if err := r.check(); err != nil {
+func (r *PVCBackupReconciler) SetupWithManager(mgr ctrl.Manager, opts storagekit.Options) error {
+	if err := r.Check(); err != nil {
 		return err
 	}
-	runObjects := []client.Object{&batchv1.Job{}, claimMetadata()}
+	runObjects := []client.Object{&batchv1.Job{}, storagekit.ClaimMetadata()}
 	if r.SnapshotsAvailable {
 		runObjects = append(runObjects, &snapshotv1.VolumeSnapshot{})
 	}
@@ -174,4 +127,14 @@ func (r *PVCBackupReconciler) SetupWithManager(mgr ctrl.Manager, opts Options) e
 		}
 	}
 	return nil
+}
+
+// SnapshotAPIServed tells whether the cluster serves snapshot.storage.k8s.io/v1 VolumeSnapshots;
+// without it, the controller does not watch them and spec.snapshot is reported as unsupported.
+func SnapshotAPIServed(mgr ctrl.Manager) (bool, error) {
+	_, err := mgr.GetRESTMapper().RESTMapping(snapshotv1.SchemeGroupVersion.WithKind("VolumeSnapshot").GroupKind(), "v1")
+	if meta.IsNoMatchError(err) {
+		return false, nil
+	}
+	return err == nil, err
 }

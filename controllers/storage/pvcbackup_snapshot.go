@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	storagev1 "github.com/okgoes/okgoes-operator/api/storage/v1"
+	"github.com/okgoes/okgoes-operator/controllers/storage/storagekit"
 )
 
 // snapshotReadyBound is how long a VolumeSnapshot may stay not-ready before the run's status says
@@ -38,10 +39,10 @@ func (r *PVCBackupReconciler) ensureSourceClaim(ctx context.Context, s *scope) (
 	if !r.snapshotsServed(ctx) {
 		// The API went away during the run (checkDependencies found it before the start): the
 		// run ends, and the next reconcile says SnapshotsUnsupported, never next to Uploading.
-		s.runFailure, s.runFailureReason = snapshotsUnsupported(r.poll()), ReasonSnapshotsUnsupported
+		s.runFailure, s.runFailureReason = snapshotsUnsupported(r.Poll()), ReasonSnapshotsUnsupported
 		return "", nil
 	}
-	name := runObjectName(pb, run)
+	name := storagekit.RunObjectName(pb, run)
 	vs := &snapshotv1.VolumeSnapshot{ObjectMeta: metav1.ObjectMeta{Namespace: pb.Namespace, Name: name}}
 	if err := r.Get(ctx, client.ObjectKeyFromObject(vs), vs); apierrors.IsNotFound(err) {
 		if err := r.ensureFresh(ctx, s); err != nil {
@@ -57,7 +58,7 @@ func (r *PVCBackupReconciler) ensureSourceClaim(ctx context.Context, s *scope) (
 				return "", err
 			}
 		}
-		vs.Labels, vs.Annotations = runLabels(pb, run), runAnnotations(pb, run)
+		vs.Labels, vs.Annotations = runLabels(pb, run), storagekit.RunAnnotations(pb, run)
 		vs.Spec = snapshotv1.VolumeSnapshotSpec{
 			Source:                  snapshotv1.VolumeSnapshotSource{PersistentVolumeClaimName: ptr.To(pb.Spec.PVCName)},
 			VolumeSnapshotClassName: ptr.To(class),
@@ -96,7 +97,7 @@ func (r *PVCBackupReconciler) ensureSourceClaim(ctx context.Context, s *scope) (
 		return "", nil
 	}
 
-	if err := r.Get(ctx, client.ObjectKey{Namespace: pb.Namespace, Name: name}, claimMetadata()); apierrors.IsNotFound(err) {
+	if err := r.Get(ctx, client.ObjectKey{Namespace: pb.Namespace, Name: name}, storagekit.ClaimMetadata()); apierrors.IsNotFound(err) {
 		if err := r.ensureFresh(ctx, s); err != nil {
 			return "", err
 		}
@@ -118,7 +119,7 @@ func (r *PVCBackupReconciler) ensureSourceClaim(ctx context.Context, s *scope) (
 }
 
 // sourceClaim reads the PVC of pb, uncached: the cache holds the metadata of PVCs only
-// (claimMetadata), and their spec is needed only to pick a snapshot class and to size the PVC
+// (ClaimMetadata), and their spec is needed only to pick a snapshot class and to size the PVC
 // restored from a snapshot, once per run.
 func (r *PVCBackupReconciler) sourceClaim(ctx context.Context, pb *storagev1.PVCBackup) (*corev1.PersistentVolumeClaim, error) {
 	source := &corev1.PersistentVolumeClaim{}
@@ -165,5 +166,5 @@ func desiredSnapshotClaim(pb *storagev1.PVCBackup, run *storagev1.ActiveRun, nam
 }
 
 func runLabels(pb *storagev1.PVCBackup, run *storagev1.ActiveRun) map[string]string {
-	return map[string]string{labelBackup: pb.Name, labelRun: run.ID, "app.kubernetes.io/managed-by": "okgoes-operator"}
+	return map[string]string{storagekit.LabelBackup: pb.Name, storagekit.LabelRun: run.ID, "app.kubernetes.io/managed-by": "okgoes-operator"}
 }

@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	storagev1 "github.com/okgoes/okgoes-operator/api/storage/v1"
+	"github.com/okgoes/okgoes-operator/controllers/storage/storagekit"
 	"github.com/okgoes/okgoes-operator/internal/errclass"
 	"github.com/okgoes/okgoes-operator/internal/mover"
 )
@@ -17,7 +18,6 @@ const (
 	// Ready reasons.
 	ReasonScheduled            = "Scheduled"            // True: backups will run
 	ReasonInvalidSchedule      = "InvalidSchedule"      // False, stalled: the cron expression or time zone is wrong
-	ReasonInvalidSpec          = "InvalidSpec"          // False, stalled: a Job or S3 config built from the spec was rejected
 	ReasonSnapshotsUnsupported = "SnapshotsUnsupported" // False, polled: spec.snapshot without the VolumeSnapshot API
 	// ReasonSnapshotClassNotFound (False, polled): spec.snapshot.volumeSnapshotClassName names no
 	// class, or a class of another driver than the PVC's.
@@ -25,14 +25,8 @@ const (
 	// ReasonNoDefaultSnapshotClass (False, polled): spec.snapshot names no class and the PVC's
 	// driver has no default VolumeSnapshotClass (or more than one).
 	ReasonNoDefaultSnapshotClass = "NoDefaultSnapshotClass"
-	ReasonPVCNotFound            = "PVCNotFound"         // False, polled
-	ReasonCredentialsNotFound    = "CredentialsNotFound" // False, polled: Secret or key missing
-	ReasonCredentialsRejected    = "CredentialsRejected" // False, polled: S3 refused them
-	ReasonBucketNotFound         = "BucketNotFound"      // False, polled
-	ReasonEndpointUnreachable    = "EndpointUnreachable" // False, polled
-	// RepositoryPasswordMissing: False, polled: engine Kopia and no password in the Secret.
-	ReasonRepositoryPasswordMissing = "RepositoryPasswordMissing"
-	ReasonBackupFailed              = "BackupFailed" // False: the last run failed; the next tick tries again
+	ReasonPVCNotFound            = "PVCNotFound"  // False, polled
+	ReasonBackupFailed           = "BackupFailed" // False: the last run failed; the next tick tries again
 	// Running reasons.
 	ReasonWaitingForSchedule = "WaitingForSchedule" // False: no run yet, waiting for the first tick
 	ReasonSnapshotPending    = "SnapshotPending"    // True: waiting for the VolumeSnapshot to be ready
@@ -78,7 +72,7 @@ func computeStatus(pb *storagev1.PVCBackup, s *scope, err error) {
 		set(storagev1.ConditionReady, metav1.ConditionFalse, ReasonBackupFailed,
 			fmt.Sprintf("backup %s failed%s: %s", st.LastRun.ID, inParens(st.LastRun.Reason), st.LastRun.Message))
 	case st.LastRun != nil && st.LastRun.Verified != nil && !*st.LastRun.Verified && st.ActiveRun == nil:
-		set(storagev1.ConditionReady, metav1.ConditionFalse, ReasonVerificationFailed,
+		set(storagev1.ConditionReady, metav1.ConditionFalse, storagekit.ReasonVerificationFailed,
 			fmt.Sprintf("backup %s was written but does not verify: %s", st.LastRun.ID, st.LastRun.VerificationMessage))
 	default:
 		msg := "next backup at " + st.NextBackup

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	storagev1 "github.com/okgoes/okgoes-operator/api/storage/v1"
+	"github.com/okgoes/okgoes-operator/controllers/storage/storagekit"
 )
 
 func condition(pb *storagev1.PVCBackup, t string) metav1.Condition {
@@ -52,7 +53,7 @@ func TestScheduledBackupLandsInMinIO(t *testing.T) {
 		t.Fatalf("at the tick: active=%+v jobs=%d", pb.Status.ActiveRun, len(w.jobs()))
 	}
 	// The Job has no pod yet (none runs a mover): not Uploading until one does.
-	if c := condition(pb, storagev1.ConditionRunning); c.Status != metav1.ConditionTrue || c.Reason != ReasonWaitingForPod {
+	if c := condition(pb, storagev1.ConditionRunning); c.Status != metav1.ConditionTrue || c.Reason != storagekit.ReasonWaitingForPod {
 		t.Errorf("Running = %+v", c)
 	}
 	job := w.job(pb)
@@ -83,7 +84,7 @@ func TestScheduledBackupLandsInMinIO(t *testing.T) {
 		t.Errorf("status says %d bytes sha256 %s files %d content %d; MinIO has %d bytes sha256 %s",
 			run.Bytes, run.SHA256, run.Files, run.ContentBytes, size, sum)
 	}
-	if keys := strings.Join(w.keys(backupPrefix(pb)), " "); strings.Count(keys, " ") != 1 ||
+	if keys := strings.Join(w.keys(storagekit.BackupPrefix(pb)), " "); strings.Count(keys, " ") != 1 ||
 		!strings.Contains(keys, run.ID+".manifest.json") || !strings.Contains(keys, run.ObjectKey) {
 		t.Errorf("objects in MinIO: %v, want the archive and its manifest", keys)
 	}
@@ -146,7 +147,7 @@ func TestFailedMoverIsReportedWithItsMessage(t *testing.T) {
 		Spec: job.Spec.Template.Spec}
 	w.must(k8s.Create(testCtx, pod))
 	pod.Status.Phase = corev1.PodFailed
-	pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: moverContainer, Image: job.Spec.Template.Spec.Containers[0].Image,
+	pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: storagekit.MoverContainer, Image: job.Spec.Template.Spec.Containers[0].Image,
 		State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Message: string(mustJSON(t, result))}}}}
 	w.must(k8s.Status().Update(testCtx, pod))
 	w.finishJob(job, false)
@@ -158,7 +159,7 @@ func TestFailedMoverIsReportedWithItsMessage(t *testing.T) {
 	if c := condition(pb, storagev1.ConditionReady); c.Status != metav1.ConditionFalse || c.Reason != ReasonBackupFailed {
 		t.Errorf("Ready = %+v", c)
 	}
-	if keys := w.keys(backupPrefix(pb)); len(keys) != 0 {
+	if keys := w.keys(storagekit.BackupPrefix(pb)); len(keys) != 0 {
 		t.Errorf("a failed run left objects that could pass for a backup: %v", keys)
 	}
 }
@@ -173,7 +174,7 @@ func TestSnapshotIsTakenAndMountedWhenReady(t *testing.T) {
 	w.clock.Set(pb.CreationTimestamp.Time.Truncate(time.Hour).Add(time.Hour))
 	w.reconcile(pb)
 
-	name := runObjectName(pb, pb.Status.ActiveRun)
+	name := storagekit.RunObjectName(pb, pb.Status.ActiveRun)
 	vs := &snapshotv1.VolumeSnapshot{}
 	w.must(k8s.Get(testCtx, client.ObjectKey{Namespace: w.ns, Name: name}, vs))
 	if ptr.Deref(vs.Spec.Source.PersistentVolumeClaimName, "") != "data" || len(w.jobs()) != 0 {
@@ -226,7 +227,7 @@ func TestDeletionPolicyDeleteRemovesBackupsEvenWithoutBucket(t *testing.T) {
 	w.runMover(job, volume(t))
 	w.finishJob(job, true)
 	w.reconcile(pb)
-	if n := len(w.keys(backupPrefix(pb))); n != 2 {
+	if n := len(w.keys(storagekit.BackupPrefix(pb))); n != 2 {
 		t.Fatalf("%d objects after the manual backup, want 2", n)
 	}
 	// The same token does not run again.
@@ -242,7 +243,7 @@ func TestDeletionPolicyDeleteRemovesBackupsEvenWithoutBucket(t *testing.T) {
 	if err := k8s.Get(testCtx, client.ObjectKeyFromObject(pb), pb); !apierrors.IsNotFound(err) {
 		t.Fatalf("PVCBackup still there after its finalizer ran: %v %v", err, pb.Finalizers)
 	}
-	if keys := w.keys(backupPrefix(pb)); len(keys) != 0 {
+	if keys := w.keys(storagekit.BackupPrefix(pb)); len(keys) != 0 {
 		t.Errorf("objects left in S3: %v", keys)
 	}
 
@@ -267,12 +268,12 @@ func TestMissingDependenciesShowBeforeTheFirstRun(t *testing.T) {
 	pb.Spec.S3Bucket = "not-there"
 	w.create(pb)
 	w.reconcile(pb)
-	if c := condition(pb, storagev1.ConditionReady); c.Reason != ReasonBucketNotFound {
+	if c := condition(pb, storagev1.ConditionReady); c.Reason != storagekit.ReasonBucketNotFound {
 		t.Fatalf("Ready = %+v, want BucketNotFound at creation, not at the first tick", c)
 	}
 	// Polling again (same generation) keeps asking S3: the condition does not flip to Scheduled.
 	w.reconcile(pb)
-	if c := condition(pb, storagev1.ConditionReady); c.Reason != ReasonBucketNotFound {
+	if c := condition(pb, storagev1.ConditionReady); c.Reason != storagekit.ReasonBucketNotFound {
 		t.Errorf("second poll: Ready = %+v", c)
 	}
 	// Fixing the bucket clears it on the next poll.

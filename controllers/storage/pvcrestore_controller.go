@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	storagev1 "github.com/okgoes/okgoes-operator/api/storage/v1"
+	"github.com/okgoes/okgoes-operator/controllers/storage/storagekit"
 	"github.com/okgoes/okgoes-operator/internal/archive"
 	"github.com/okgoes/okgoes-operator/internal/errclass"
 	"github.com/okgoes/okgoes-operator/internal/flowcontrol"
@@ -31,23 +32,22 @@ import (
 
 // Reasons of the Complete condition of a PVCRestore.
 const (
-	ReasonRestoring          = "Restoring"                            // False: the mover Job writes the volume
-	ReasonSourceNotFound     = "SourceNotFound"                       // False, polled: the PVCBackup does not exist
-	ReasonTargetNotFound     = "TargetNotFound"                       // False, polled: target.pvcName does not exist
-	ReasonTargetInUse        = "TargetInUse"                          // False, polled: a running pod mounts the target read-write
-	ReasonRestored           = "Restored"                             // True: restored and verified
-	ReasonBackupNotFound     = string(mover.ReasonBackupNotFound)     // True, failed: no such backup (or no manifest)
-	ReasonBackupBroken       = "BackupBroken"                         // True, failed: the backup named by backupID is incomplete
-	ReasonVerificationFailed = string(mover.ReasonVerificationFailed) // True, failed: the archive does not match its manifest
-	ReasonTargetExists       = "TargetExists"                         // True, failed: target.newPVC names a PVC this restore did not create
-	ReasonTargetTooSmall     = "TargetTooSmall"                       // True, failed: target.newPVC.size is below the backup's content
+	ReasonRestoring      = "Restoring"                        // False: the mover Job writes the volume
+	ReasonSourceNotFound = "SourceNotFound"                   // False, polled: the PVCBackup does not exist
+	ReasonTargetNotFound = "TargetNotFound"                   // False, polled: target.pvcName does not exist
+	ReasonTargetInUse    = "TargetInUse"                      // False, polled: a running pod mounts the target read-write
+	ReasonRestored       = "Restored"                         // True: restored and verified
+	ReasonBackupNotFound = string(mover.ReasonBackupNotFound) // True, failed: no such backup (or no manifest)
+	ReasonBackupBroken   = "BackupBroken"                     // True, failed: the backup named by backupID is incomplete
+	ReasonTargetExists   = "TargetExists"                     // True, failed: target.newPVC names a PVC this restore did not create
+	ReasonTargetTooSmall = "TargetTooSmall"                   // True, failed: target.newPVC.size is below the backup's content
 )
 
 // PVCRestoreReconciler runs each PVCRestore once: resolve the backup, prepare the target, run a
 // `mover restore` Job, record the verified result. A finished restore is never run again.
 type PVCRestoreReconciler struct {
 	client.Client
-	Deps
+	storagekit.Deps
 }
 
 // +kubebuilder:rbac:groups=storage.okgoes.com,resources=pvcrestores,verbs=get;list;watch
@@ -59,10 +59,10 @@ type restoreScope struct {
 	restore *storagev1.PVCRestore
 	// source is the bucket of the backups: the PVCBackup's, or source.s3 (with the credentials
 	// in this namespace); the mover Job is built from it.
-	source s3Source
+	source storagekit.S3Source
 	// prefix is where the source's backups are in the bucket.
 	prefix string
-	store  ObjectStore
+	store  storagekit.ObjectStore
 	now    time.Time
 	// result ends the restore (Succeeded or Failed) with a Complete=True reason.
 	result *restoreResult
@@ -101,11 +101,11 @@ func (r *PVCRestoreReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	s := &restoreScope{restore: pr, now: r.Clock.Now()}
 	err := phase.Run(ctx, s, r.resolveSource, r.resolveTarget, r.runJob)
 	switch {
-	case apiUnreachable(err):
+	case storagekit.APIUnreachable(err):
 		r.Outages.Observe(s.now)
-		return ctrl.Result{RequeueAfter: apiRetry}, nil // apioutage.go
-	case errors.Is(err, errStaleCache):
-		return ctrl.Result{RequeueAfter: staleCacheRetry}, nil
+		return ctrl.Result{RequeueAfter: storagekit.APIRetry}, nil // apioutage.go
+	case errors.Is(err, storagekit.ErrStaleCache):
+		return ctrl.Result{RequeueAfter: storagekit.StaleCacheRetry}, nil
 	case errors.Is(err, errFinished):
 		err = nil
 	}
@@ -114,11 +114,11 @@ func (r *PVCRestoreReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	if !equality.Semantic.DeepEqual(base.Status, pr.Status) {
 		if perr := r.Status().Patch(ctx, pr, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); perr != nil {
 			if apierrors.IsConflict(perr) {
-				return ctrl.Result{RequeueAfter: staleCacheRetry}, nil // a stale copy: its newer one is on its way
+				return ctrl.Result{RequeueAfter: storagekit.StaleCacheRetry}, nil // a stale copy: its newer one is on its way
 			}
-			if apiUnreachable(perr) {
+			if storagekit.APIUnreachable(perr) {
 				r.Outages.Observe(s.now)
-				return ctrl.Result{RequeueAfter: apiRetry}, nil
+				return ctrl.Result{RequeueAfter: storagekit.APIRetry}, nil
 			}
 			if err == nil {
 				err = fmt.Errorf("patch status: %w", perr)
@@ -148,22 +148,22 @@ func (s *restoreScope) finish(outcome storagev1.RestorePhase, reason, message st
 func (r *PVCRestoreReconciler) resolveSource(ctx context.Context, s *restoreScope) error {
 	pr := s.restore
 	if src := pr.Spec.Source.S3; src != nil {
-		s.source = s3Source{namespace: pr.Namespace, bucket: src.Bucket, location: src.Location, fields: restoreS3Fields(pr)}
+		s.source = storagekit.S3Source{Namespace: pr.Namespace, Bucket: src.Bucket, Location: src.Location, Fields: restoreS3Fields(pr)}
 		s.prefix = src.Location.Prefix + path.Join(src.Namespace, src.PVCBackup) + "/"
 	} else {
 		pb := &storagev1.PVCBackup{}
 		if err := r.Get(ctx, client.ObjectKey{Namespace: pr.Namespace, Name: pr.Spec.Source.PVCBackup}, pb); err != nil {
 			if apierrors.IsNotFound(err) {
-				return errclass.Waiting(ReasonSourceNotFound, fmt.Sprintf("PVCBackup %q does not exist", pr.Spec.Source.PVCBackup), r.poll())
+				return errclass.Waiting(ReasonSourceNotFound, fmt.Sprintf("PVCBackup %q does not exist", pr.Spec.Source.PVCBackup), r.Poll())
 			}
 			return err
 		}
-		s.source = backupSource(pb)
+		s.source = storagekit.BackupSource(pb)
 		s.history = pb.Status.History
-		s.source.fields = restoreS3Fields(pr)
-		s.prefix = backupPrefix(pb)
+		s.source.Fields = restoreS3Fields(pr)
+		s.prefix = storagekit.BackupPrefix(pb)
 	}
-	store, secret, err := openStore(ctx, r.Deps, s.source)
+	store, secret, err := storagekit.OpenStore(ctx, r.Deps, s.source)
 	if err != nil {
 		return err
 	}
@@ -171,7 +171,7 @@ func (r *PVCRestoreReconciler) resolveSource(ctx context.Context, s *restoreScop
 	// A kopia backup needs the repository password, checked on every reconcile until the
 	// restore ends (the Secret may be fixed meanwhile).
 	password := func() error {
-		return checkPassword(secret, s.source, fmt.Sprintf("backup %s is a kopia backup,", pr.Status.BackupID), r.poll())
+		return storagekit.CheckPassword(secret, s.source, fmt.Sprintf("backup %s is a kopia backup,", pr.Status.BackupID), r.Poll())
 	}
 	if pr.Status.BackupID != "" {
 		if pr.Status.Engine == storagev1.EngineKopia {
@@ -179,15 +179,15 @@ func (r *PVCRestoreReconciler) resolveSource(ctx context.Context, s *restoreScop
 		}
 		return nil
 	}
-	cctx, cancel := context.WithTimeout(ctx, s3Timeout)
+	cctx, cancel := context.WithTimeout(ctx, storagekit.S3Timeout)
 	defer cancel()
-	cat, err := readCatalog(cctx, store, s.prefix, s.now)
+	cat, err := storagekit.ReadCatalog(cctx, store, s.prefix, s.now)
 	if err != nil {
-		return classifyS3Error(err, s.source.bucket, r.poll())
+		return storagekit.ClassifyS3Error(err, s.source.Bucket, r.Poll())
 	}
-	cat = withoutUnverified(cat, s.history) // a backup known to fail verification is not "latest"
+	cat = storagekit.WithoutUnverified(cat, s.history) // a backup known to fail verification is not "latest"
 	want := pr.Spec.Source.BackupID
-	var found *backupEntry
+	var found *storagekit.BackupEntry
 	switch {
 	case want == "" || want == "latest":
 		if len(cat.Valid) > 0 {
@@ -205,7 +205,7 @@ func (r *PVCRestoreReconciler) resolveSource(ctx context.Context, s *restoreScop
 		}
 		if found == nil && len(skipped) > 0 {
 			return s.finish(storagev1.RestoreFailed, ReasonBackupNotFound, fmt.Sprintf("no usable backup under %s in bucket %s; not usable: %s",
-				s.prefix, s.source.bucket, strings.Join(skipped, "; ")))
+				s.prefix, s.source.Bucket, strings.Join(skipped, "; ")))
 		}
 	default:
 		for i := range cat.Valid {
@@ -216,20 +216,20 @@ func (r *PVCRestoreReconciler) resolveSource(ctx context.Context, s *restoreScop
 		for _, b := range cat.Broken {
 			if b.ID == want {
 				return s.finish(storagev1.RestoreFailed, ReasonBackupBroken, fmt.Sprintf("backup %s under %s in bucket %s is not usable: %s; nothing was restored",
-					want, s.prefix, s.source.bucket, b.Problem))
+					want, s.prefix, s.source.Bucket, b.Problem))
 			}
 		}
 	}
 	if found == nil {
 		return s.finish(storagev1.RestoreFailed, ReasonBackupNotFound,
-			fmt.Sprintf("no backup %q with a manifest under %s in bucket %s", want, s.prefix, s.source.bucket))
+			fmt.Sprintf("no backup %q with a manifest under %s in bucket %s", want, s.prefix, s.source.Bucket))
 	}
 	s.manifest = &found.Manifest
 	pr.Status.BackupID = found.ID
-	pr.Status.Engine = engineOf(found.Manifest)
-	pr.Status.ObjectKey = s.prefix + found.ID + archiveSuffix
+	pr.Status.Engine = storagekit.EngineOf(found.Manifest)
+	pr.Status.ObjectKey = s.prefix + found.ID + storagekit.ArchiveSuffix
 	if pr.Status.Engine == storagev1.EngineKopia {
-		pr.Status.ObjectKey = s.prefix + found.ID + manifestSuffix
+		pr.Status.ObjectKey = s.prefix + found.ID + storagekit.ManifestSuffix
 		pr.Status.SnapshotID = found.Manifest.Kopia.SnapshotID
 		return password()
 	}
@@ -244,7 +244,7 @@ func (r *PVCRestoreReconciler) resolveTarget(ctx context.Context, s *restoreScop
 	if t.NewPVC != nil {
 		name = t.NewPVC.Name
 	}
-	pvc := claimMetadata() // its labels are all this needs
+	pvc := storagekit.ClaimMetadata() // its labels are all this needs
 	err := r.Get(ctx, client.ObjectKey{Namespace: pr.Namespace, Name: name}, pvc)
 	switch {
 	case apierrors.IsNotFound(err) && t.NewPVC != nil:
@@ -253,15 +253,15 @@ func (r *PVCRestoreReconciler) resolveTarget(ctx context.Context, s *restoreScop
 		}
 		if err := r.Create(ctx, desiredRestorePVC(pr)); err != nil && !apierrors.IsAlreadyExists(err) {
 			if apierrors.IsInvalid(err) {
-				return s.finish(storagev1.RestoreFailed, ReasonInvalidSpec, fmt.Sprintf("the API server rejected target.newPVC: %v", err))
+				return s.finish(storagev1.RestoreFailed, storagekit.ReasonInvalidSpec, fmt.Sprintf("the API server rejected target.newPVC: %v", err))
 			}
 			return fmt.Errorf("create target PVC: %w", err)
 		}
 	case apierrors.IsNotFound(err):
-		return errclass.Waiting(ReasonTargetNotFound, fmt.Sprintf("PersistentVolumeClaim %q does not exist", name), r.poll())
+		return errclass.Waiting(ReasonTargetNotFound, fmt.Sprintf("PersistentVolumeClaim %q does not exist", name), r.Poll())
 	case err != nil:
 		return err
-	case t.NewPVC != nil && pvc.Labels[labelRestore] != pr.Name:
+	case t.NewPVC != nil && pvc.Labels[storagekit.LabelRestore] != pr.Name:
 		return s.finish(storagev1.RestoreFailed, ReasonTargetExists, fmt.Sprintf(
 			"target.newPVC names PersistentVolumeClaim %q, which exists and was not created by this restore; nothing was restored (to restore into it, use target.pvcName)", name))
 	}
@@ -272,7 +272,7 @@ func (r *PVCRestoreReconciler) resolveTarget(ctx context.Context, s *restoreScop
 	if user, err := r.writerOf(ctx, pr, name); err != nil {
 		return err
 	} else if user != "" {
-		return errclass.Waiting(ReasonTargetInUse, fmt.Sprintf("pod %s mounts PersistentVolumeClaim %q read-write; stop it or set target.allowInUse", user, name), r.poll())
+		return errclass.Waiting(ReasonTargetInUse, fmt.Sprintf("pod %s mounts PersistentVolumeClaim %q read-write; stop it or set target.allowInUse", user, name), r.Poll())
 	}
 	return nil
 }
@@ -284,7 +284,7 @@ func (r *PVCRestoreReconciler) writerOf(ctx context.Context, pr *storagev1.PVCRe
 		return "", fmt.Errorf("list pods: %w", err)
 	}
 	for _, p := range pods.Items {
-		if p.Labels[labelRestore] == pr.Name || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+		if p.Labels[storagekit.LabelRestore] == pr.Name || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 			continue
 		}
 		for _, v := range p.Spec.Volumes {
@@ -309,48 +309,48 @@ func (r *PVCRestoreReconciler) runJob(ctx context.Context, s *restoreScope) erro
 	}
 	err := reader.Get(ctx, client.ObjectKey{Namespace: pr.Namespace, Name: restoreJobName(pr)}, job)
 	if apierrors.IsNotFound(err) {
-		if err := ensureFresh(ctx, r.APIReader, pr); err != nil {
+		if err := storagekit.EnsureFresh(ctx, r.APIReader, pr); err != nil {
 			return err // the restore may have finished and its Job been deleted: never run it twice
 		}
 		deadline := pr.Status.StartTime.Add(time.Duration(pr.Spec.Mover.Deadline()) * time.Second)
-		job = desiredRestoreJob(s.source, s.prefix, pr, r.MoverImage, remainingSeconds(deadline, s.now))
+		job = desiredRestoreJob(s.source, s.prefix, pr, r.MoverImage, storagekit.RemainingSeconds(deadline, s.now))
 		if err := controllerutil.SetControllerReference(pr, job, r.Scheme()); err != nil {
 			return err
 		}
 		if err := r.Create(ctx, job); err != nil && !apierrors.IsAlreadyExists(err) {
 			if apierrors.IsInvalid(err) {
-				return s.finish(storagev1.RestoreFailed, ReasonInvalidSpec, fmt.Sprintf("the API server rejected the mover Job: %v", err))
+				return s.finish(storagev1.RestoreFailed, storagekit.ReasonInvalidSpec, fmt.Sprintf("the API server rejected the mover Job: %v", err))
 			}
 			return fmt.Errorf("create restore Job: %w", err)
 		}
 		// Restoring only once a pod of the Job runs: the Job controller has yet to create it.
-		created := moverJobState{waiting: ReasonNoPodYet, waitingMessage: fmt.Sprintf("Job %s was just created and has no pod yet", job.Name),
-			deadline: deadline}
-		s.waiting, s.waitingMessage = created.stage(ReasonRestoring, "the restore")
-		s.requeue = runPollInterval
+		created := storagekit.MoverJobState{Waiting: storagekit.ReasonNoPodYet, WaitingMessage: fmt.Sprintf("Job %s was just created and has no pod yet", job.Name),
+			Deadline: deadline}
+		s.waiting, s.waitingMessage = created.Stage(ReasonRestoring, "the restore")
+		s.requeue = storagekit.RunPollInterval
 		return nil
 	} else if err != nil {
 		return err
 	}
-	out := r.jobState(ctx, job, pr.Status.StartTime.Time, s.now, pr.Spec.Mover.Deadline())
-	if out.finished {
-		if err := ensureFresh(ctx, r.APIReader, pr); err != nil {
+	out := r.ReadMoverJob(ctx, job, pr.Status.StartTime.Time, s.now, pr.Spec.Mover.Deadline())
+	if out.Finished {
+		if err := storagekit.EnsureFresh(ctx, r.APIReader, pr); err != nil {
 			return err // the outcome may be saved already: record it once
 		}
 	}
 	switch {
-	case !out.finished:
-		if reason, msg := out.stage(ReasonRestoring, "the restore"); reason != ReasonRestoring {
+	case !out.Finished:
+		if reason, msg := out.Stage(ReasonRestoring, "the restore"); reason != ReasonRestoring {
 			s.waiting, s.waitingMessage = reason, msg // else computeRestoreStatus says what is restored where
 		}
-		s.requeue = out.requeue(s.now, runPollInterval)
+		s.requeue = out.Requeue(s.now, storagekit.RunPollInterval)
 		if r.Outages.Recent(s.now) {
-			s.requeue = min(s.requeue, apiRetry) // no Job event may come until the informer relists
+			s.requeue = min(s.requeue, storagekit.APIRetry) // no Job event may come until the informer relists
 		}
-	case out.failed:
-		s.result = &restoreResult{storagev1.RestoreFailed, out.reason, out.message}
+	case out.Failed:
+		s.result = &restoreResult{storagev1.RestoreFailed, out.Reason, out.Message}
 	default:
-		res := out.result
+		res := out.Result
 		pr.Status.Bytes, pr.Status.Files, pr.Status.VerifiedSHA256 = res.Bytes, res.Files, res.SHA256
 		msg := fmt.Sprintf("restored backup %s into %s; sha256 %s verified against the manifest", pr.Status.BackupID, pr.Status.TargetPVC, res.SHA256)
 		if pr.Status.Engine == storagev1.EngineKopia {
@@ -366,9 +366,9 @@ func (r *PVCRestoreReconciler) runJob(ctx context.Context, s *restoreScope) erro
 // checkNewPVCSize refuses a target.newPVC smaller than the content of the backup.
 func (r *PVCRestoreReconciler) checkNewPVCSize(ctx context.Context, s *restoreScope) error {
 	if s.manifest == nil {
-		cctx, cancel := context.WithTimeout(ctx, s3Timeout)
+		cctx, cancel := context.WithTimeout(ctx, storagekit.S3Timeout)
 		defer cancel()
-		m, err := getManifest(cctx, s.store, manifestKeyOf(s.restore.Status.ObjectKey))
+		m, err := storagekit.GetManifest(cctx, s.store, storagekit.ManifestKeyOf(s.restore.Status.ObjectKey))
 		if err != nil {
 			return fmt.Errorf("read manifest of backup %s: %w", s.restore.Status.BackupID, err)
 		}
@@ -469,8 +469,8 @@ func (r *PVCRestoreReconciler) recordRestoreTransition(base, pr *storagev1.PVCRe
 
 // SetupWithManager registers the controller: PVCRestores on creation (the spec is immutable),
 // and their Jobs.
-func (r *PVCRestoreReconciler) SetupWithManager(mgr ctrl.Manager, opts Options) error {
-	if err := r.check(); err != nil {
+func (r *PVCRestoreReconciler) SetupWithManager(mgr ctrl.Manager, opts storagekit.Options) error {
+	if err := r.Check(); err != nil {
 		return err
 	}
 	return ctrl.NewControllerManagedBy(mgr).

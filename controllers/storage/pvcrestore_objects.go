@@ -3,17 +3,16 @@ package storage
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	storagev1 "github.com/okgoes/okgoes-operator/api/storage/v1"
+	"github.com/okgoes/okgoes-operator/controllers/storage/storagekit"
 	"github.com/okgoes/okgoes-operator/internal/mover"
 )
-
-// labelRestore marks the objects of a restore.
-const labelRestore = "storage.okgoes.com/pvcrestore"
 
 // restoreJobName is <restore>-restore, shortened with a hash to fit 63 characters.
 func restoreJobName(pr *storagev1.PVCRestore) string {
@@ -35,7 +34,7 @@ func desiredRestorePVC(pr *storagev1.PVCRestore) *corev1.PersistentVolumeClaim {
 	}
 	return &corev1.PersistentVolumeClaim{
 		ObjectMeta: metav1.ObjectMeta{Namespace: pr.Namespace, Name: t.Name,
-			Labels: map[string]string{labelRestore: pr.Name, "app.kubernetes.io/managed-by": "okgoes-operator"}},
+			Labels: map[string]string{storagekit.LabelRestore: pr.Name, "app.kubernetes.io/managed-by": "okgoes-operator"}},
 		Spec: corev1.PersistentVolumeClaimSpec{
 			StorageClassName: t.StorageClassName,
 			AccessModes:      modes,
@@ -45,30 +44,38 @@ func desiredRestorePVC(pr *storagev1.PVCRestore) *corev1.PersistentVolumeClaim {
 }
 
 // desiredRestoreJob runs `mover restore` of the resolved backup into the target PVC.
-func desiredRestoreJob(src s3Source, prefix string, pr *storagev1.PVCRestore, image string, deadline int64) *batchv1.Job {
+func desiredRestoreJob(src storagekit.S3Source, prefix string, pr *storagev1.PVCRestore, image string, deadline int64) *batchv1.Job {
 	overwrite := string(pr.Spec.Target.Overwrite)
 	if overwrite == "" {
 		overwrite = string(storagev1.OverwriteRefuse)
 	}
-	labels := map[string]string{labelRestore: pr.Name, "app.kubernetes.io/managed-by": "okgoes-operator",
+	labels := map[string]string{storagekit.LabelRestore: pr.Name, "app.kubernetes.io/managed-by": "okgoes-operator",
 		"app.kubernetes.io/component": "restore-mover"}
 	env := []corev1.EnvVar{
-		{Name: mover.EnvTargetDir, Value: volumeMount},
+		{Name: mover.EnvTargetDir, Value: storagekit.VolumeMount},
 		{Name: mover.EnvArchiveKey, Value: pr.Status.ObjectKey},
-		{Name: mover.EnvManifestKey, Value: manifestKeyOf(pr.Status.ObjectKey)},
+		{Name: mover.EnvManifestKey, Value: storagekit.ManifestKeyOf(pr.Status.ObjectKey)},
 		{Name: mover.EnvOverwrite, Value: overwrite},
 	}
 	kopia := pr.Status.Engine == storagev1.EngineKopia
 	if kopia { // ObjectKey is the manifest; the mover reads the snapshot from it
 		env = []corev1.EnvVar{
-			{Name: mover.EnvTargetDir, Value: volumeMount},
+			{Name: mover.EnvTargetDir, Value: storagekit.VolumeMount},
 			{Name: mover.EnvManifestKey, Value: pr.Status.ObjectKey},
 			{Name: mover.EnvOverwrite, Value: overwrite},
 		}
-		env = append(env, kopiaEnv(src, prefix)...)
+		env = append(env, storagekit.KopiaEnv(src, prefix)...)
 	}
-	return desiredMoverJob(src, image, moverJob{
-		name: restoreJobName(pr), labels: labels, command: "restore", claim: pr.Status.TargetPVC, options: pr.Spec.Mover,
-		fsGroup: true, deadline: deadline, env: env, kopiaCache: kopia,
+	return storagekit.DesiredMoverJob(src, image, storagekit.MoverJob{
+		Name: restoreJobName(pr), Labels: labels, Command: "restore", Claim: pr.Status.TargetPVC, Options: pr.Spec.Mover,
+		FSGroup: true, Deadline: deadline, Env: env, KopiaCache: kopia,
 	})
+}
+
+// restoreS3Fields are the S3Fields of the source of pr.
+func restoreS3Fields(pr *storagev1.PVCRestore) storagekit.S3Fields {
+	if pr.Spec.Source.S3 != nil {
+		return storagekit.S3Fields{Location: "spec.source.s3.location"}
+	}
+	return storagekit.S3Fields{Location: "spec.s3", Owner: fmt.Sprintf("PVCBackup %q", pr.Spec.Source.PVCBackup)}
 }

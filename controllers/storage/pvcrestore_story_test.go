@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	storagev1 "github.com/okgoes/okgoes-operator/api/storage/v1"
+	"github.com/okgoes/okgoes-operator/controllers/storage/storagekit"
 )
 
 // backupNow takes one real backup of dir through a PVCBackup and returns it.
@@ -148,7 +149,7 @@ func TestRestoreOfADamagedBackupFailsVerification(t *testing.T) {
 	w.must(k8s.Create(testCtx, pr))
 	w.reconcileRestore(pr)
 	w.restoreInto(pr, t.TempDir())
-	if c := condition2(pr); pr.Status.Phase != storagev1.RestoreFailed || c.Reason != ReasonVerificationFailed {
+	if c := condition2(pr); pr.Status.Phase != storagev1.RestoreFailed || c.Reason != storagekit.ReasonVerificationFailed {
 		t.Fatalf("phase %s, Complete = %+v", pr.Status.Phase, c)
 	}
 	t.Logf("VerificationFailed: %s", condition2(pr).Message)

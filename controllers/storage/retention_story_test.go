@@ -6,6 +6,7 @@ import (
 	"time"
 
 	storagev1 "github.com/okgoes/okgoes-operator/api/storage/v1"
+	"github.com/okgoes/okgoes-operator/controllers/storage/storagekit"
 )
 
 func TestTenRunsWithKeepLastThreeLeaveThree(t *testing.T) {
@@ -19,7 +20,7 @@ func TestTenRunsWithKeepLastThreeLeaveThree(t *testing.T) {
 	for i := range 10 {
 		w.scheduledRun(pb, first, i, src)
 	}
-	keys := w.keys(backupPrefix(pb))
+	keys := w.keys(storagekit.BackupPrefix(pb))
 	if len(keys) != 6 {
 		t.Fatalf("%d objects after 10 runs with keepLast 3, want 3 archives + 3 manifests: %v", len(keys), keys)
 	}

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	storagev1 "github.com/okgoes/okgoes-operator/api/storage/v1"
+	"github.com/okgoes/okgoes-operator/controllers/storage/storagekit"
 )
 
 // requestLog records the requests of a reconciler: its writes through the client, its uncached
@@ -101,14 +102,14 @@ func TestARunIsStartedFirstAndRecordedByTheNextReconcile(t *testing.T) {
 	}
 	w.must(k8s.Get(testCtx, client.ObjectKeyFromObject(pb), pb))
 	run := pb.Status.ActiveRun
-	if run == nil || run.ID != jobs[0].Labels[labelRun] || !run.ScheduledTime.Time.Equal(tick) ||
+	if run == nil || run.ID != jobs[0].Labels[storagekit.LabelRun] || !run.ScheduledTime.Time.Equal(tick) ||
 		!run.StartTime.Time.Equal(tick.Add(time.Second)) || run.Engine != pb.Status.Engine || run.Engine == "" {
 		t.Fatalf("recorded run %+v for Job %s (status.engine %q)", run, jobs[0].Name, pb.Status.Engine)
 	}
 	if pb.Status.LastScheduleTime == nil || !pb.Status.LastScheduleTime.Time.Equal(tick) || pb.Status.SkippedSchedules != 0 {
 		t.Errorf("schedule bookkeeping: last %v, skipped %d", pb.Status.LastScheduleTime, pb.Status.SkippedSchedules)
 	}
-	if c := condition(pb, storagev1.ConditionRunning); c.Reason != ReasonWaitingForPod || !strings.Contains(c.Message, "no pod yet") {
+	if c := condition(pb, storagev1.ConditionRunning); c.Reason != storagekit.ReasonWaitingForPod || !strings.Contains(c.Message, "no pod yet") {
 		t.Errorf("Running = %+v, want WaitingForPod: the Job has no pod yet", c)
 	}
 	w.reconcile(pb) // the run is followed: nothing to write, nothing to create
@@ -182,13 +183,13 @@ func TestAStartedRunIsRecordedAfterASpecChange(t *testing.T) {
 	pb.Spec.Suspend = true
 	w.must(k8s.Update(testCtx, pb))
 	w.reconcile(pb)
-	if pb.Status.ActiveRun == nil || len(w.jobs()) != 1 || w.jobs()[0].Labels[labelRun] != pb.Status.ActiveRun.ID {
+	if pb.Status.ActiveRun == nil || len(w.jobs()) != 1 || w.jobs()[0].Labels[storagekit.LabelRun] != pb.Status.ActiveRun.ID {
 		t.Fatalf("the started run is not recorded: active %+v, %d Jobs", pb.Status.ActiveRun, len(w.jobs()))
 	}
 	job := w.job(pb)
 	w.finishJob(job, false)
 	w.reconcile(pb)
-	if pb.Status.LastRun == nil || pb.Status.LastRun.ID != job.Labels[labelRun] || pb.Status.ActiveRun != nil {
+	if pb.Status.LastRun == nil || pb.Status.LastRun.ID != job.Labels[storagekit.LabelRun] || pb.Status.ActiveRun != nil {
 		t.Errorf("the run's end: last %+v, active %+v", pb.Status.LastRun, pb.Status.ActiveRun)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	storagev1 "github.com/okgoes/okgoes-operator/api/storage/v1"
+	"github.com/okgoes/okgoes-operator/controllers/storage/storagekit"
 	"github.com/okgoes/okgoes-operator/internal/objectstore"
 )
 
@@ -52,8 +53,8 @@ type countingStores struct {
 	opened, check int
 }
 
-func (c *countingStores) open(cfg objectstore.Config) (ObjectStore, error) {
-	s, err := MinioStores(cfg)
+func (c *countingStores) open(cfg objectstore.Config) (storagekit.ObjectStore, error) {
+	s, err := storagekit.MinioStores(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -70,7 +71,7 @@ func (c *countingStores) counts() (opened, checks int) {
 }
 
 type bucketCheckCounter struct {
-	ObjectStore
+	storagekit.ObjectStore
 	c *countingStores
 }
 
@@ -90,7 +91,7 @@ func TestSharedCredentialsAreReadOnceAndTheBucketCheckedOncePerPoll(t *testing.T
 	stores := &countingStores{}
 	deps := w.deps(reader)
 	deps.Stores, deps.PollInterval = stores.open, time.Minute
-	deps.S3Cache = &S3Cache{TTL: time.Minute}
+	deps.S3Cache = &storagekit.S3Cache{TTL: time.Minute}
 	w.r.Deps = deps
 
 	const n = 20
@@ -144,7 +145,7 @@ func TestAnActiveRunIsFollowedWithoutReadingThePVCBackupUncached(t *testing.T) {
 	w := newWorld(t)
 	reader := &countingReader{Reader: k8s}
 	deps := w.deps(reader)
-	deps.S3Cache = &S3Cache{TTL: time.Minute}
+	deps.S3Cache = &storagekit.S3Cache{TTL: time.Minute}
 	w.r.Deps = deps
 	pb := w.backup("app", "0 * * * *")
 	w.create(pb)

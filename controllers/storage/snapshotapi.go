@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/okgoes/okgoes-operator/controllers/storage/storagekit"
 )
 
 // snapshotsUnsupported is the message of ReasonSnapshotsUnsupported: what is missing, what to
@@ -40,7 +42,7 @@ func (a *snapshotAPI) isServed(ctx context.Context, now time.Time, ttl time.Dura
 	defer a.mu.Unlock()
 	if !a.served && (a.checkedAt.IsZero() || now.Sub(a.checkedAt) >= ttl || now.Before(a.checkedAt)) {
 		a.checkedAt = now
-		pctx, cancel := context.WithTimeout(ctx, s3Timeout)
+		pctx, cancel := context.WithTimeout(ctx, storagekit.S3Timeout)
 		served, err := probe(pctx)
 		cancel()
 		if err != nil {
@@ -64,5 +66,5 @@ func (r *PVCBackupReconciler) snapshotsServed(ctx context.Context) bool {
 	if r.SnapshotsAvailable {
 		return true
 	}
-	return r.snapshotAPI.isServed(ctx, r.Clock.Now(), r.poll(), r.SnapshotAPIProbe, r.watchSnapshots)
+	return r.snapshotAPI.isServed(ctx, r.Clock.Now(), r.Poll(), r.SnapshotAPIProbe, r.watchSnapshots)
 }

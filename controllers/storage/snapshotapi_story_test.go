@@ -23,6 +23,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	storagev1 "github.com/okgoes/okgoes-operator/api/storage/v1"
+	"github.com/okgoes/okgoes-operator/controllers/storage/storagekit"
 	"github.com/okgoes/okgoes-operator/internal/schedule"
 )
 
@@ -137,8 +138,8 @@ func TestASnapshotBackupWithoutTheSnapshotAPIIsOnePreciseConditionAndHeals(t *te
 	if ready.Status != metav1.ConditionFalse || ready.Reason != ReasonSnapshotsUnsupported || !strings.Contains(ready.Message, "install the VolumeSnapshot CRDs") {
 		t.Fatalf("Ready before any run is due: %+v, want False SnapshotsUnsupported naming what to install", ready)
 	}
-	if res.RequeueAfter <= 0 || res.RequeueAfter > w.r.poll() {
-		t.Errorf("requeue after %s, want a look again within the poll interval %s", res.RequeueAfter, w.r.poll())
+	if res.RequeueAfter <= 0 || res.RequeueAfter > w.r.Poll() {
+		t.Errorf("requeue after %s, want a look again within the poll interval %s", res.RequeueAfter, w.r.Poll())
 	}
 
 	// A manual trigger: no run starts, nothing says it uploads.
@@ -155,7 +156,7 @@ func TestASnapshotBackupWithoutTheSnapshotAPIIsOnePreciseConditionAndHeals(t *te
 	// The CRDs are installed: the next look after the poll interval no longer says unsupported
 	// (here the PVC's driver has no snapshot class, the next precise condition).
 	install()
-	w.clock.Set(w.clock.Now().Add(w.r.poll()))
+	w.clock.Set(w.clock.Now().Add(w.r.Poll()))
 	w.reconcile(pb)
 	if c := condition(pb, storagev1.ConditionReady); c.Reason == ReasonSnapshotsUnsupported {
 		t.Fatalf("Ready after the CRDs were installed: %+v, want the snapshot API found", c)
@@ -179,7 +180,7 @@ func TestTheSnapshotAPIInstalledLaterIsFoundByARunningManager(t *testing.T) {
 	deps.Clock = schedule.RealClock{}
 	r := &PVCBackupReconciler{Client: mgr.GetClient(), Deps: deps,
 		SnapshotAPIProbe: func(context.Context) (bool, error) { return SnapshotAPIServed(mgr) }}
-	w.must(r.SetupWithManager(mgr, Options{MaxConcurrentReconciles: 2}))
+	w.must(r.SetupWithManager(mgr, storagekit.Options{MaxConcurrentReconciles: 2}))
 	ctx, cancel := context.WithCancel(testCtx)
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()

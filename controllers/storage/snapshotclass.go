@@ -42,26 +42,26 @@ func (r *PVCBackupReconciler) resolveSnapshotClass(ctx context.Context, s *scope
 		switch {
 		case apierrors.IsNotFound(err):
 			return "", errclass.Waiting(ReasonSnapshotClassNotFound,
-				fmt.Sprintf("VolumeSnapshotClass %q named by spec.snapshot.volumeSnapshotClassName does not exist", name), r.poll())
+				fmt.Sprintf("VolumeSnapshotClass %q named by spec.snapshot.volumeSnapshotClassName does not exist", name), r.Poll())
 		case err != nil:
 			return "", fmt.Errorf("get VolumeSnapshotClass: %w", err)
 		case driver != "" && class.Driver != driver:
 			return "", errclass.Waiting(ReasonSnapshotClassNotFound, fmt.Sprintf(
 				"VolumeSnapshotClass %q named by spec.snapshot.volumeSnapshotClassName is for driver %q, but PersistentVolumeClaim %q is a volume of %q",
-				name, class.Driver, pvc.Name, driver), r.poll())
+				name, class.Driver, pvc.Name, driver), r.Poll())
 		}
 		return name, nil
 	}
 	if driver == "" {
 		return "", errclass.Waiting(ReasonNoDefaultSnapshotClass, fmt.Sprintf(
 			"spec.snapshot names no volumeSnapshotClassName and the CSI driver of PersistentVolumeClaim %q is not known yet "+
-				"(not bound to a CSI volume, and its storage class names no CSI provisioner): set spec.snapshot.volumeSnapshotClassName", pvc.Name), r.poll())
+				"(not bound to a CSI volume, and its storage class names no CSI provisioner): set spec.snapshot.volumeSnapshotClassName", pvc.Name), r.Poll())
 	}
 	classes := &snapshotv1.VolumeSnapshotClassList{}
 	if err := r.APIReader.List(ctx, classes); err != nil {
 		return "", fmt.Errorf("list VolumeSnapshotClasses: %w", err)
 	}
-	return defaultSnapshotClass(classes.Items, driver, pvc.Name, r.poll())
+	return defaultSnapshotClass(classes.Items, driver, pvc.Name, r.Poll())
 }
 
 // defaultSnapshotClass picks the one class of driver marked default, or says precisely why there

@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	storagev1 "github.com/okgoes/okgoes-operator/api/storage/v1"
+	"github.com/okgoes/okgoes-operator/controllers/storage/storagekit"
 	"github.com/okgoes/okgoes-operator/internal/mover"
 )
 
@@ -37,7 +38,7 @@ func TestAStalledRunSaysSo(t *testing.T) {
 	w.moverPod(job, corev1.PodRunning, corev1.ContainerState{Running: &corev1.ContainerStateRunning{}})
 	report := func(at time.Time) {
 		data, _ := json.Marshal(mover.Progress{Time: at, HashedBytes: 1 << 20, UploadedBytes: 1 << 19})
-		w.putObject(progressKey(backupPrefix(pb), pb.Status.ActiveRun.ID), data)
+		w.putObject(storagekit.ProgressKey(storagekit.BackupPrefix(pb), pb.Status.ActiveRun.ID), data)
 	}
 
 	report(w.clock.Now().Add(-2 * time.Minute))

@@ -8,13 +8,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	storagev1 "github.com/okgoes/okgoes-operator/api/storage/v1"
+	"github.com/okgoes/okgoes-operator/controllers/storage/storagekit"
 	"github.com/okgoes/okgoes-operator/internal/errclass"
 )
 
 // computeStatus and computeRestoreStatus are pure: status in, conditions out.
 func TestComputeStatus(t *testing.T) {
 	now := time.Date(2026, 12, 4, 10, 0, 0, 0, time.UTC)
-	failed := &storagev1.RunStatus{ID: "20261204T090000Z", Result: storagev1.RunFailed, Reason: ReasonDeadlineExceeded, Message: "the run did not finish within its deadline of 6h0m0s"}
+	failed := &storagev1.RunStatus{ID: "20261204T090000Z", Result: storagev1.RunFailed, Reason: storagekit.ReasonDeadlineExceeded, Message: "the run did not finish within its deadline of 6h0m0s"}
 	ok := &storagev1.RunStatus{ID: "20261204T090000Z", Result: storagev1.RunSucceeded, Bytes: 10, SHA256: "ab"}
 	active := &storagev1.ActiveRun{ID: "20261204T100000Z", StartTime: metav1.NewTime(now)}
 	tests := []struct {
@@ -31,8 +32,8 @@ func TestComputeStatus(t *testing.T) {
 		{"last run succeeded", ok, nil, "", "", nil, "True", ReasonScheduled, "False", ReasonSucceeded, nil, []string{"10 bytes"}},
 		{"last run over its deadline", failed, nil, "", "", nil, "False", ReasonBackupFailed, "False", ReasonFailed,
 			[]string{"DeadlineExceeded", "deadline of 6h0m0s"}, []string{"DeadlineExceeded"}},
-		{"a pod that cannot start", ok, active, ReasonWaitingForPod, "backup waits for its mover pod: ImagePullBackOff", nil,
-			"True", ReasonScheduled, "True", ReasonWaitingForPod, nil, []string{"ImagePullBackOff"}},
+		{"a pod that cannot start", ok, active, storagekit.ReasonWaitingForPod, "backup waits for its mover pod: ImagePullBackOff", nil,
+			"True", ReasonScheduled, "True", storagekit.ReasonWaitingForPod, nil, []string{"ImagePullBackOff"}},
 		{"uploading", nil, active, ReasonUploading, "", nil, "True", ReasonScheduled, "True", ReasonUploading, nil, []string{active.ID}},
 		{"missing PVC", nil, nil, "", "", errclass.Waiting(ReasonPVCNotFound, `PersistentVolumeClaim "data" does not exist`, time.Second),
 			"False", ReasonPVCNotFound, "False", ReasonWaitingForSchedule, []string{`"data"`}, nil},
@@ -75,12 +76,12 @@ func TestComputeRestoreStatus(t *testing.T) {
 		reason string
 	}{
 		{"restoring", restoreScope{}, nil, storagev1.RestoreRestoring, metav1.ConditionFalse, ReasonRestoring},
-		{"waiting for the pod", restoreScope{waiting: ReasonWaitingForPod, waitingMessage: "Unschedulable"}, nil,
-			storagev1.RestoreRestoring, metav1.ConditionFalse, ReasonWaitingForPod},
+		{"waiting for the pod", restoreScope{waiting: storagekit.ReasonWaitingForPod, waitingMessage: "Unschedulable"}, nil,
+			storagev1.RestoreRestoring, metav1.ConditionFalse, storagekit.ReasonWaitingForPod},
 		{"restored", restoreScope{result: &restoreResult{storagev1.RestoreSucceeded, ReasonRestored, "ok"}}, nil,
 			storagev1.RestoreSucceeded, metav1.ConditionTrue, ReasonRestored},
-		{"over the deadline", restoreScope{result: &restoreResult{storagev1.RestoreFailed, ReasonDeadlineExceeded, "deadline"}}, nil,
-			storagev1.RestoreFailed, metav1.ConditionTrue, ReasonDeadlineExceeded},
+		{"over the deadline", restoreScope{result: &restoreResult{storagev1.RestoreFailed, storagekit.ReasonDeadlineExceeded, "deadline"}}, nil,
+			storagev1.RestoreFailed, metav1.ConditionTrue, storagekit.ReasonDeadlineExceeded},
 		{"target in use", restoreScope{}, errclass.Waiting(ReasonTargetInUse, "pod x", time.Second),
 			storagev1.RestorePending, metav1.ConditionFalse, ReasonTargetInUse},
 	}

@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	storagev1 "github.com/okgoes/okgoes-operator/api/storage/v1"
+	"github.com/okgoes/okgoes-operator/controllers/storage/storagekit"
 )
 
 // backupAndVerify runs one scheduled backup with spec.verify, calling damage (if any) between the
@@ -27,16 +28,16 @@ func (w *world) backupAndVerify(pb *storagev1.PVCBackup, damage func(key string)
 	w.finishJob(job, true)
 	w.reconcile(pb)
 	// The verify Job has no pod yet: the run waits for it, it does not claim to be verifying.
-	if c := condition(pb, storagev1.ConditionRunning); c.Reason != ReasonWaitingForPod || !strings.Contains(c.Message, "verification") || pb.Status.ActiveRun == nil {
+	if c := condition(pb, storagev1.ConditionRunning); c.Reason != storagekit.ReasonWaitingForPod || !strings.Contains(c.Message, "verification") || pb.Status.ActiveRun == nil {
 		w.t.Fatalf("after the upload: Running = %+v", c)
 	}
 	verify := &batchv1.Job{}
-	w.must(k8s.Get(testCtx, client.ObjectKey{Namespace: w.ns, Name: verifyJobName(pb, pb.Status.ActiveRun)}, verify))
+	w.must(k8s.Get(testCtx, client.ObjectKey{Namespace: w.ns, Name: storagekit.VerifyJobName(pb, pb.Status.ActiveRun)}, verify))
 	if len(verify.Spec.Template.Spec.Volumes) != 0 {
 		w.t.Errorf("the verify Job mounts %+v; it must write nowhere", verify.Spec.Template.Spec.Volumes)
 	}
 	if damage != nil {
-		damage(archiveKey(pb, pb.Status.ActiveRun.ID))
+		damage(storagekit.ArchiveKey(pb, pb.Status.ActiveRun.ID))
 	}
 	res := w.runMover(verify, "")
 	w.finishPod(verify, res)
@@ -75,7 +76,7 @@ func TestVerifyCatchesADamagedBackup(t *testing.T) {
 	if run == nil || run.Verified == nil || *run.Verified || run.VerificationMessage == "" {
 		t.Fatalf("last run: %+v", run)
 	}
-	if c := condition(pb, storagev1.ConditionReady); c.Status != metav1.ConditionFalse || c.Reason != ReasonVerificationFailed {
+	if c := condition(pb, storagev1.ConditionReady); c.Status != metav1.ConditionFalse || c.Reason != storagekit.ReasonVerificationFailed {
 		t.Errorf("Ready = %+v", c)
 	}
 	t.Logf("VerificationFailed: %s", condition(pb, storagev1.ConditionReady).Message)

@@ -13,6 +13,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	storagev1 "github.com/okgoes/okgoes-operator/api/storage/v1"
+	"github.com/okgoes/okgoes-operator/controllers/storage/storagekit"
 )
 
 // The stories of a mover Job whose pod cannot be created: a namespace whose ResourceQuota (or
@@ -78,7 +79,7 @@ func (w *world) startPod(job *batchv1.Job) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	pod.Status.Phase = corev1.PodRunning
-	pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: moverContainer, Image: pod.Spec.Containers[0].Image, Ready: true,
+	pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: storagekit.MoverContainer, Image: pod.Spec.Containers[0].Image, Ready: true,
 		State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.Now()}}}}
 	w.must(k8s.Status().Update(testCtx, pod))
 	now := metav1.Now()
@@ -97,7 +98,7 @@ func TestABackupWhosePodIsRefusedWaitsForItsPod(t *testing.T) {
 	w.create(pb)
 	w.reconcile(pb)
 	job := w.job(pb)
-	if c := condition(pb, storagev1.ConditionRunning); c.Reason != ReasonWaitingForPod || !strings.Contains(c.Message, "has no pod yet") {
+	if c := condition(pb, storagev1.ConditionRunning); c.Reason != storagekit.ReasonWaitingForPod || !strings.Contains(c.Message, "has no pod yet") {
 		t.Errorf("Running right after the start, no pod yet: %+v, want WaitingForPod saying the Job has no pod yet", c)
 	}
 
@@ -105,10 +106,10 @@ func TestABackupWhosePodIsRefusedWaitsForItsPod(t *testing.T) {
 	if !apierrors.IsForbidden(refusal) || !strings.Contains(refusal.Error(), "exceeded quota") {
 		t.Fatalf("the quota did not refuse the pod: %v", refusal)
 	}
-	w.clock.Set(w.clock.Now().Add(runPollInterval))
+	w.clock.Set(w.clock.Now().Add(storagekit.RunPollInterval))
 	w.reconcile(pb)
 	c := condition(pb, storagev1.ConditionRunning)
-	if c.Status != metav1.ConditionTrue || c.Reason != ReasonWaitingForPod ||
+	if c.Status != metav1.ConditionTrue || c.Reason != storagekit.ReasonWaitingForPod ||
 		!strings.Contains(c.Message, "FailedCreate") || !strings.Contains(c.Message, "exceeded quota") {
 		t.Fatalf("Running with the pod refused: %+v, want WaitingForPod naming FailedCreate and the quota", c)
 	}
@@ -119,7 +120,7 @@ func TestABackupWhosePodIsRefusedWaitsForItsPod(t *testing.T) {
 	// The quota is lifted: the pod runs, the backup uploads.
 	w.allowPods()
 	w.startPod(job)
-	w.clock.Set(w.clock.Now().Add(runPollInterval))
+	w.clock.Set(w.clock.Now().Add(storagekit.RunPollInterval))
 	w.reconcile(pb)
 	if c := condition(pb, storagev1.ConditionRunning); c.Reason != ReasonUploading {
 		t.Errorf("Running with the mover pod running: %+v, want Uploading", c)
@@ -136,14 +137,14 @@ func TestARestoreSaysWhatItWaitsForAndWhatItRestores(t *testing.T) {
 	pr := newRestore(w.ns, "back", "app")
 	w.must(k8s.Create(testCtx, pr))
 	w.reconcileRestore(pr)
-	if c := condition2(pr); c.Message == "" || c.Reason != ReasonWaitingForPod {
+	if c := condition2(pr); c.Message == "" || c.Reason != storagekit.ReasonWaitingForPod {
 		t.Errorf("Complete right after the Job's creation: %+v, want WaitingForPod with a message", c)
 	}
 	job := w.restoreJob(pr)
 	w.tryCreatePod(job)
-	w.clock.Set(w.clock.Now().Add(runPollInterval))
+	w.clock.Set(w.clock.Now().Add(storagekit.RunPollInterval))
 	w.reconcileRestore(pr)
-	if c := condition2(pr); c.Reason != ReasonWaitingForPod || !strings.Contains(c.Message, "exceeded quota") {
+	if c := condition2(pr); c.Reason != storagekit.ReasonWaitingForPod || !strings.Contains(c.Message, "exceeded quota") {
 		t.Fatalf("Complete with the pod refused: %+v, want WaitingForPod naming the quota", c)
 	}
 

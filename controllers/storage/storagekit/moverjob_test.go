@@ -1,4 +1,4 @@
-package storage
+package storagekit
 
 import (
 	"context"
@@ -46,11 +46,11 @@ func TestARunningMoverIsFollowedWithoutListingPods(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			reader := &podListCounter{}
 			job := &batchv1.Job{Status: tt.status}
-			st := Deps{APIReader: reader}.jobState(context.Background(), job, start, tt.now, 600)
+			st := Deps{APIReader: reader}.ReadMoverJob(context.Background(), job, start, tt.now, 600)
 			if reader.lists != tt.wantLists {
 				t.Errorf("%d pod lists, want %d", reader.lists, tt.wantLists)
 			}
-			if tt.name == "mover pod ready" && (st.finished || st.waiting != "") {
+			if tt.name == "mover pod ready" && (st.Finished || st.Waiting != "") {
 				t.Errorf("a running mover reads as %+v", st)
 			}
 		})

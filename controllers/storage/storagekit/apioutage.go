@@ -1,4 +1,4 @@
-package storage
+package storagekit
 
 import (
 	"context"
@@ -21,19 +21,19 @@ import (
 //   - a reconcile that failed during the outage was retried by the work queue's per-item
 //     exponential backoff (flowcontrol.RateLimiter, to 2 min), 25-51 s apart by the end of a
 //     60 s outage.
-// So: a reconcile that cannot reach the API server retries every apiRetry, not with the growing
-// backoff (a refused connection costs the API server nothing); and for apiOutageMemory after the
+// So: a reconcile that cannot reach the API server retries every APIRetry, not with the growing
+// backoff (a refused connection costs the API server nothing); and for APIOutageMemory after the
 // last sign of an outage (a failed request, or a broken watch: APIOutages.WatchErrorHandler),
 // the Job of an active run is read from the API server, not from the cache that may not have
-// relisted yet. A run whose Job ended is then recorded within apiRetry of the API's return, and a
+// relisted yet. A run whose Job ended is then recorded within APIRetry of the API's return, and a
 // tick is counted as skipped only when the uncached Job says the run is still going.
 
-// apiRetry is how soon a reconcile that could not reach the API server tries again.
-const apiRetry = 2 * time.Second
+// APIRetry is how soon a reconcile that could not reach the API server tries again.
+const APIRetry = 2 * time.Second
 
-// apiOutageMemory is how long after the last sign of an outage the active runs' Jobs are read
+// APIOutageMemory is how long after the last sign of an outage the active runs' Jobs are read
 // uncached: longer than the reflectors' longest retry (30 s, jittered to 60 s) and their relist.
-const apiOutageMemory = 2 * time.Minute
+const APIOutageMemory = 2 * time.Minute
 
 // APIOutages remembers when the API server was last unreachable, for all controllers of the
 // manager. The zero value (and nil) knows of no outage.
@@ -48,13 +48,13 @@ func (o *APIOutages) Observe(t time.Time) {
 	}
 }
 
-// Recent tells whether the API server was unreachable within apiOutageMemory before now.
+// Recent tells whether the API server was unreachable within APIOutageMemory before now.
 func (o *APIOutages) Recent(now time.Time) bool {
 	if o == nil {
 		return false
 	}
 	last := o.last.Load()
-	return last != 0 && now.Sub(time.Unix(0, last)) < apiOutageMemory
+	return last != 0 && now.Sub(time.Unix(0, last)) < APIOutageMemory
 }
 
 // WatchErrorHandler is the manager cache's watch error handler (cache.Options
@@ -62,17 +62,17 @@ func (o *APIOutages) Recent(now time.Time) bool {
 // outage (an expired resource version or another answer is not); client-go's default handler
 // then logs it as always.
 func (o *APIOutages) WatchErrorHandler(ctx context.Context, r *toolscache.Reflector, err error) {
-	if apiUnreachable(err) {
+	if APIUnreachable(err) {
 		o.Observe(time.Now())
 	}
 	toolscache.DefaultWatchErrorHandler(ctx, r, err)
 }
 
-// apiUnreachable tells whether err says the API server could not be reached at all (a refused
+// APIUnreachable tells whether err says the API server could not be reached at all (a refused
 // or reset connection, one closed under a request), as opposed to an answer. An answer that
 // says the server is overloaded or failing (429, 500, 503, timeouts) keeps the work queue's
-// backoff: retrying those every apiRetry would add to the load.
-func apiUnreachable(err error) bool {
+// backoff: retrying those every APIRetry would add to the load.
+func APIUnreachable(err error) bool {
 	if err == nil {
 		return false
 	}

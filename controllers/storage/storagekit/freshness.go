@@ -1,4 +1,4 @@
-package storage
+package storagekit
 
 import (
 	"context"
@@ -12,16 +12,16 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// errStaleCache ends a reconcile that was handed an object older than the API server's copy. It
+// ErrStaleCache ends a reconcile that was handed an object older than the API server's copy. It
 // writes nothing: the watch event for the newer copy is on its way and reconciles again.
-var errStaleCache = errors.New("the cached object is older than the API server's copy")
+var ErrStaleCache = errors.New("the cached object is older than the API server's copy")
 
-// ensureFresh returns errStaleCache unless obj, as read from the cache, is the API server's
+// EnsureFresh returns ErrStaleCache unless obj, as read from the cache, is the API server's
 // current copy. A reconcile calls it before it creates the objects of a run (Jobs, snapshots,
 // PVCs): the deletion of a finished run's Job wakes a reconcile that can still see the run as
 // active in a cache that has not caught up with the status recording its end, and would start
 // the run again. One uncached GET, only in a reconcile that is about to create one of them.
-func ensureFresh(ctx context.Context, reader client.Reader, obj client.Object) error {
+func EnsureFresh(ctx context.Context, reader client.Reader, obj client.Object) error {
 	live, ok := obj.DeepCopyObject().(client.Object)
 	if !ok {
 		return fmt.Errorf("%T is not a client.Object", obj)
@@ -29,34 +29,16 @@ func ensureFresh(ctx context.Context, reader client.Reader, obj client.Object) e
 	err := reader.Get(ctx, client.ObjectKeyFromObject(obj), live)
 	switch {
 	case apierrors.IsNotFound(err):
-		return errStaleCache // deleted meanwhile
+		return ErrStaleCache // deleted meanwhile
 	case err != nil:
 		return fmt.Errorf("read %s from the API server: %w", obj.GetName(), err)
 	case live.GetResourceVersion() != obj.GetResourceVersion():
-		return errStaleCache
+		return ErrStaleCache
 	}
 	return nil
 }
 
-// ensureFresh is ensureFresh for the PVCBackup of s, at most once per reconcile: the run's
-// objects are created only from a current copy, and a run that creates nothing (most reconciles
-// of an active run: a poll, a Job status change) reads nothing uncached. A copy whose
-// resourceVersion is the one the reconciler itself last wrote or read uncached needs no read
-// (r.seen).
-func (r *PVCBackupReconciler) ensureFresh(ctx context.Context, s *scope) error {
-	if s.checkedFresh || r.seen.current(s.backup) {
-		s.checkedFresh = true
-		return nil
-	}
-	if err := ensureFresh(ctx, r.APIReader, s.backup); err != nil {
-		return err
-	}
-	r.seen.record(s.backup)
-	s.checkedFresh = true
-	return nil
-}
-
-// seenVersions remembers, per object, the resourceVersion this process last got from the API
+// SeenVersions remembers, per object, the resourceVersion this process last got from the API
 // server itself: the answer to its own write, or to an uncached read. A cached copy with that
 // resourceVersion holds every write made up to then, including the reconciler's own (the end
 // of a run recorded, whose Job is then deleted): that is what ensureFresh proves with a read, and
@@ -65,7 +47,7 @@ func (r *PVCBackupReconciler) ensureFresh(ctx context.Context, s *scope) error {
 // as by any controller that acts on its cache (a CronJob): the run then starts on the spec the
 // cache held. When many runs are due in the same minute, this saves the API server one read per
 // run start (issue 13). The zero value is ready to use.
-type seenVersions struct {
+type SeenVersions struct {
 	mu       sync.Mutex
 	versions map[types.NamespacedName]seenVersion
 }
@@ -76,7 +58,7 @@ type seenVersion struct {
 }
 
 // record remembers obj's resourceVersion as the API server's current one.
-func (v *seenVersions) record(obj client.Object) {
+func (v *SeenVersions) Record(obj client.Object) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if v.versions == nil {
@@ -86,7 +68,7 @@ func (v *seenVersions) record(obj client.Object) {
 }
 
 // current tells whether obj has the resourceVersion recorded for it.
-func (v *seenVersions) current(obj client.Object) bool {
+func (v *SeenVersions) Current(obj client.Object) bool {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	seen, ok := v.versions[client.ObjectKeyFromObject(obj)]
@@ -94,11 +76,11 @@ func (v *seenVersions) current(obj client.Object) bool {
 }
 
 // forget drops what was recorded for the object named key (it is gone).
-func (v *seenVersions) forget(key types.NamespacedName) {
+func (v *SeenVersions) Forget(key types.NamespacedName) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	delete(v.versions, key)
 }
 
-// staleCacheRetry is a safety net: the watch event for the newer copy normally comes first.
-const staleCacheRetry = time.Second
+// StaleCacheRetry is a safety net: the watch event for the newer copy normally comes first.
+const StaleCacheRetry = time.Second

@@ -1,4 +1,4 @@
-package storage
+package storagekit
 
 import (
 	"context"
@@ -11,32 +11,33 @@ import (
 	"strings"
 	"time"
 
+	storagev1 "github.com/okgoes/okgoes-operator/api/storage/v1"
 	"github.com/okgoes/okgoes-operator/internal/archive"
 	"github.com/okgoes/okgoes-operator/internal/mover"
 	"github.com/okgoes/okgoes-operator/internal/objectstore"
 )
 
-// backupEntry is one complete backup found in the bucket.
-type backupEntry struct {
+// BackupEntry is one complete backup found in the bucket.
+type BackupEntry struct {
 	ID       string
 	Time     time.Time
 	Manifest archive.Manifest
 }
 
-// brokenEntry is a manifest under the prefix that does not make a usable backup.
-type brokenEntry struct {
+// BrokenEntry is a manifest under the prefix that does not make a usable backup.
+type BrokenEntry struct {
 	ID      string
 	Problem string
 }
 
-// catalog is what a backup prefix holds: the complete backups (newest first), the broken ones,
+// Catalog is what a backup prefix holds: the complete backups (newest first), the broken ones,
 // the archives without a manifest (failed runs, half-done prunes) and the progress reports of
 // runs. The kopia repository under the prefix is not opened here: a kopia backup is its
 // manifest, judged by the RepositoryRecord the last backup run wrote after listing the
 // repository (Record, nil when no run has written one).
-type catalog struct {
-	Valid    []backupEntry
-	Broken   []brokenEntry
+type Catalog struct {
+	Valid    []BackupEntry
+	Broken   []BrokenEntry
 	Orphans  []string // archive keys
 	Progress []string // progress report keys
 	Record   *mover.RepositoryRecord
@@ -46,7 +47,7 @@ type catalog struct {
 	Lost []string
 }
 
-// idTimeLayout is the time part of a backup id (runID).
+// idTimeLayout is the time part of a backup id (RunID).
 const idTimeLayout = "20060102T150405Z"
 
 // parseID returns the time a backup id stands for.
@@ -59,15 +60,15 @@ func parseID(id string) (time.Time, error) {
 // restore in another cluster reads them with another clock.
 const maxClockSkew = 15 * time.Minute
 
-// readCatalog lists prefix and reads every manifest in it. A backup counts as complete only when
+// ReadCatalog lists prefix and reads every manifest in it. A backup counts as complete only when
 // its manifest decodes, names its id and archive, and the archive is there with the declared size
 // (mover.CheckBackup, the rule the mover applies before it restores); a kopia backup only when
 // the repository record confirms its snapshot (checkKopia). A backup whose id is later than now
 // (a hand-made or copied manifest) is broken: it would hold a retention slot and "latest"
 // forever. An S3 error is returned as is: a manifest that could not be read is never taken for
 // a broken one.
-func readCatalog(ctx context.Context, store ObjectStore, prefix string, now time.Time) (catalog, error) {
-	var c catalog
+func ReadCatalog(ctx context.Context, store ObjectStore, prefix string, now time.Time) (Catalog, error) {
+	var c Catalog
 	objects, err := store.ListTop(ctx, prefix)
 	if err != nil {
 		return c, fmt.Errorf("list backups: %w", err)
@@ -79,9 +80,9 @@ func readCatalog(ctx context.Context, store ObjectStore, prefix string, now time
 		if strings.Contains(rest, "/") {
 			continue // not ours: backups are directly under the prefix
 		}
-		if id, ok := strings.CutSuffix(rest, manifestSuffix); ok {
+		if id, ok := strings.CutSuffix(rest, ManifestSuffix); ok {
 			manifests = append(manifests, id)
-		} else if strings.HasSuffix(rest, archiveSuffix) {
+		} else if strings.HasSuffix(rest, ArchiveSuffix) {
 			archives[o.Key] = o.Size
 		} else if strings.HasSuffix(rest, progressSuffix) {
 			c.Progress = append(c.Progress, o.Key)
@@ -94,7 +95,7 @@ func readCatalog(ctx context.Context, store ObjectStore, prefix string, now time
 		}
 	}
 	for _, id := range manifests {
-		akey := prefix + id + archiveSuffix
+		akey := prefix + id + ArchiveSuffix
 		size, ok := archives[akey]
 		if !ok {
 			size = -1
@@ -102,35 +103,35 @@ func readCatalog(ctx context.Context, store ObjectStore, prefix string, now time
 		delete(archives, akey)
 		t, err := parseID(id)
 		if err != nil {
-			c.Broken = append(c.Broken, brokenEntry{id, fmt.Sprintf("%q is not a backup id", id)})
+			c.Broken = append(c.Broken, BrokenEntry{id, fmt.Sprintf("%q is not a backup id", id)})
 			continue
 		}
 		if t.After(now.Add(maxClockSkew)) {
-			c.Broken = append(c.Broken, brokenEntry{id, fmt.Sprintf("dated %s, in the future (now %s): not made by a run of this PVCBackup",
+			c.Broken = append(c.Broken, BrokenEntry{id, fmt.Sprintf("dated %s, in the future (now %s): not made by a run of this PVCBackup",
 				t.Format(time.RFC3339), now.UTC().Format(time.RFC3339))})
 			continue
 		}
-		m, err := getManifest(ctx, store, prefix+id+manifestSuffix)
+		m, err := GetManifest(ctx, store, prefix+id+ManifestSuffix)
 		switch {
 		case objectstore.IsNotFound(err):
 			continue // pruned meanwhile
 		case errors.Is(err, mover.ErrBadManifest):
-			c.Broken = append(c.Broken, brokenEntry{id, err.Error()})
+			c.Broken = append(c.Broken, BrokenEntry{id, err.Error()})
 		case err != nil:
 			return c, fmt.Errorf("read manifest of backup %s: %w", id, err)
 		default:
 			if err := checkBackup(m, id, akey, size); err != nil {
-				c.Broken = append(c.Broken, brokenEntry{id, err.Error()})
+				c.Broken = append(c.Broken, BrokenEntry{id, err.Error()})
 				continue
 			}
 			if err := checkKopia(m, c.Record); err != nil {
-				c.Broken = append(c.Broken, brokenEntry{id, err.Error()})
+				c.Broken = append(c.Broken, BrokenEntry{id, err.Error()})
 				if errors.Is(err, errSnapshotLost) {
 					c.Lost = append(c.Lost, id)
 				}
 				continue
 			}
-			c.Valid = append(c.Valid, backupEntry{ID: id, Time: t, Manifest: m})
+			c.Valid = append(c.Valid, BackupEntry{ID: id, Time: t, Manifest: m})
 		}
 	}
 	for key := range archives {
@@ -144,9 +145,9 @@ func readCatalog(ctx context.Context, store ObjectStore, prefix string, now time
 // checkBackup is mover.CheckBackup for archives; a kopia backup's manifest must name its
 // snapshot (whether the snapshot is readable only the mover, which holds the password, can tell:
 // restore proves it before touching the target, verify reads it all).
-func checkBackup(m archive.Manifest, id, archiveKey string, archiveSize int64) error {
+func checkBackup(m archive.Manifest, id, ArchiveKey string, archiveSize int64) error {
 	if m.Engine != mover.EngineKopia {
-		return mover.CheckBackup(m, id, archiveKey, archiveSize)
+		return mover.CheckBackup(m, id, ArchiveKey, archiveSize)
 	}
 	switch {
 	case m.FormatVersion != archive.FormatVersion:
@@ -216,12 +217,27 @@ func readRecord(ctx context.Context, store ObjectStore, key string) (*mover.Repo
 	return rec, nil
 }
 
-// getManifest fetches and decodes one manifest.
-func getManifest(ctx context.Context, store ObjectStore, key string) (archive.Manifest, error) {
+// GetManifest fetches and decodes one manifest.
+func GetManifest(ctx context.Context, store ObjectStore, key string) (archive.Manifest, error) {
 	body, err := store.Get(ctx, key)
 	if err != nil {
 		return archive.Manifest{}, err
 	}
 	defer body.Close()
 	return mover.ReadManifest(body)
+}
+
+// WithoutUnverified moves backups whose verification failed (as history records) from the valid
+// to the broken ones: a backup known to be damaged never takes a good one's place.
+func WithoutUnverified(cat Catalog, history []storagev1.RunStatus) Catalog {
+	cat.Valid = slices.DeleteFunc(cat.Valid, func(b BackupEntry) bool {
+		for _, h := range history {
+			if h.ID == b.ID && h.Verified != nil && !*h.Verified {
+				cat.Broken = append(cat.Broken, BrokenEntry{b.ID, "failed verification: " + h.VerificationMessage})
+				return true
+			}
+		}
+		return false
+	})
+	return cat
 }

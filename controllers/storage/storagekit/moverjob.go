@@ -1,4 +1,4 @@
-package storage
+package storagekit
 
 import (
 	"context"
@@ -23,55 +23,55 @@ const (
 	ReasonWaitingForPod    = "WaitingForPod"    // the mover pod is not running yet (scheduling, image pull, volume)
 )
 
-// deadlineGrace is how long after a run's deadline the controller waits for the Job controller's
+// DeadlineGrace is how long after a run's deadline the controller waits for the Job controller's
 // own DeadlineExceeded verdict (and the mover's report of the interruption) before it ends the run
 // itself: the Job controller may be slow, or absent.
-const deadlineGrace = 2 * time.Minute
+const DeadlineGrace = 2 * time.Minute
 
-// moverJobState is what a mover Job (backup, verify or restore) is doing, read from the Job, its
+// MoverJobState is what a mover Job (backup, verify or restore) is doing, read from the Job, its
 // pod, and the mover's report in the pod's termination message. The one place Job and pod
 // states are interpreted.
-type moverJobState struct {
-	finished, failed bool
+type MoverJobState struct {
+	Finished, Failed bool
 	// result is the mover's own report, when it wrote one.
-	result   mover.Result
-	reported bool
+	Result   mover.Result
+	Reported bool
 	// reason and message of a failure (finished && failed).
-	reason, message string
+	Reason, Message string
 	// waiting and waitingMessage say why a Job that has not finished has no running mover.
-	waiting, waitingMessage string
+	Waiting, WaitingMessage string
 	// deadline is when the run must be over.
-	deadline time.Time
+	Deadline time.Time
 }
 
 // stage is the Running reason and message of an unfinished Job: running is the reason while the
 // mover runs, what names the work in messages.
-func (st moverJobState) stage(running, what string) (string, string) {
-	if st.waiting != "" {
+func (st MoverJobState) Stage(running, what string) (string, string) {
+	if st.Waiting != "" {
 		return ReasonWaitingForPod, fmt.Sprintf("%s waits for its mover pod: %s: %s (the run fails at %s if it never starts)",
-			what, st.waiting, st.waitingMessage, st.deadline.UTC().Format(time.RFC3339))
+			what, st.Waiting, st.WaitingMessage, st.Deadline.UTC().Format(time.RFC3339))
 	}
 	return running, ""
 }
 
 // requeue is the next look at an unfinished Job: the poll interval, or the deadline (and its
 // grace) if sooner.
-func (st moverJobState) requeue(now time.Time, poll time.Duration) time.Duration {
-	return min(poll, max(st.deadline.Add(deadlineGrace).Sub(now)+time.Second, time.Second))
+func (st MoverJobState) Requeue(now time.Time, poll time.Duration) time.Duration {
+	return min(poll, max(st.Deadline.Add(DeadlineGrace).Sub(now)+time.Second, time.Second))
 }
 
 // jobState reads a mover Job of a run that started at start and may last deadlineSeconds.
-func (d Deps) jobState(ctx context.Context, job *batchv1.Job, start, now time.Time, deadlineSeconds int64) moverJobState {
-	st := moverJobState{deadline: start.Add(time.Duration(deadlineSeconds) * time.Second)}
+func (d Deps) ReadMoverJob(ctx context.Context, job *batchv1.Job, start, now time.Time, deadlineSeconds int64) MoverJobState {
+	st := MoverJobState{Deadline: start.Add(time.Duration(deadlineSeconds) * time.Second)}
 	running := ptr.Deref(job.Status.Ready, 0) > 0
 	noPodYet := job.Status.Active+job.Status.Failed+job.Status.Succeeded == 0
-	if (running || noPodYet) && !jobEnded(job) && !now.After(st.deadline.Add(deadlineGrace)) {
+	if (running || noPodYet) && !jobEnded(job) && !now.After(st.Deadline.Add(DeadlineGrace)) {
 		// A running mover pod holds no report yet and no reason to wait, and a Job whose pods the
 		// Job controller has not counted yet (a run that just started) has none to read: the pods
 		// are not listed (uncached) at every poll of a running backup, nor at each of the many
 		// run starts of one minute (issue 13). A Job without a pod says itself why (jobWaiting).
 		if noPodYet {
-			st.waiting, st.waitingMessage = d.jobWaiting(ctx, job, now.Sub(start))
+			st.Waiting, st.WaitingMessage = d.jobWaiting(ctx, job, now.Sub(start))
 		}
 		return st
 	}
@@ -82,14 +82,14 @@ func (d Deps) jobState(ctx context.Context, job *batchv1.Job, start, now time.Ti
 	var term *corev1.ContainerStateTerminated
 	for _, p := range pods.Items {
 		for _, cs := range p.Status.ContainerStatuses {
-			if t := cs.State.Terminated; t != nil && cs.Name == moverContainer {
+			if t := cs.State.Terminated; t != nil && cs.Name == MoverContainer {
 				term = t
 			}
 		}
 	}
 	if term != nil && term.Message != "" {
-		if err := json.Unmarshal([]byte(term.Message), &st.result); err == nil && st.result.Result != "" {
-			st.reported = true
+		if err := json.Unmarshal([]byte(term.Message), &st.Result); err == nil && st.Result.Result != "" {
+			st.Reported = true
 		}
 	}
 
@@ -100,9 +100,9 @@ func (d Deps) jobState(ctx context.Context, job *batchv1.Job, start, now time.Ti
 		}
 		switch c.Type {
 		case batchv1.JobComplete:
-			st.finished = true
-			if st.reported && !st.result.Succeeded() { // cannot happen with our mover; never trust it
-				st.failed, st.reason, st.message = true, string(st.result.Reason), "mover: "+st.result.Message
+			st.Finished = true
+			if st.Reported && !st.Result.Succeeded() { // cannot happen with our mover; never trust it
+				st.Failed, st.Reason, st.Message = true, string(st.Result.Reason), "mover: "+st.Result.Message
 			}
 			return st
 		case batchv1.JobFailed:
@@ -112,41 +112,41 @@ func (d Deps) jobState(ctx context.Context, job *batchv1.Job, start, now time.Ti
 	limit := time.Duration(deadlineSeconds) * time.Second
 	switch {
 	case failedCond != nil:
-		st.finished, st.failed = true, true
+		st.Finished, st.Failed = true, true
 		switch {
 		case failedCond.Reason == batchv1.JobReasonDeadlineExceeded:
-			st.reason = ReasonDeadlineExceeded
-			st.message = fmt.Sprintf("the run did not finish within its deadline of %v (spec.mover.activeDeadlineSeconds); the Job stopped it", limit)
-			if st.reported {
-				st.message += "; mover: " + st.result.Message
+			st.Reason = ReasonDeadlineExceeded
+			st.Message = fmt.Sprintf("the run did not finish within its deadline of %v (spec.mover.activeDeadlineSeconds); the Job stopped it", limit)
+			if st.Reported {
+				st.Message += "; mover: " + st.Result.Message
 			}
-		case st.reported:
-			st.reason = string(st.result.Reason)
-			if st.reason == "" {
-				st.reason = ReasonMoverFailed
+		case st.Reported:
+			st.Reason = string(st.Result.Reason)
+			if st.Reason == "" {
+				st.Reason = ReasonMoverFailed
 			}
-			st.message = "mover: " + strings.TrimPrefix(st.result.Message, "mover: ")
+			st.Message = "mover: " + strings.TrimPrefix(st.Result.Message, "mover: ")
 		case term != nil:
-			st.reason = ReasonMoverKilled
-			st.message = fmt.Sprintf("the mover container exited with code %d (%s) without a report", term.ExitCode, orDefault(term.Reason, "no reason given"))
+			st.Reason = ReasonMoverKilled
+			st.Message = fmt.Sprintf("the mover container exited with code %d (%s) without a report", term.ExitCode, orDefault(term.Reason, "no reason given"))
 			if term.Signal != 0 {
-				st.message += fmt.Sprintf(", signal %d", term.Signal)
+				st.Message += fmt.Sprintf(", signal %d", term.Signal)
 			}
 			if term.Message != "" {
-				st.message += "; last output: " + truncate(strings.TrimSpace(term.Message), 512)
+				st.Message += "; last output: " + Truncate(strings.TrimSpace(term.Message), 512)
 			}
-			st.message += fmt.Sprintf("; Job: %s: %s", failedCond.Reason, failedCond.Message)
+			st.Message += fmt.Sprintf("; Job: %s: %s", failedCond.Reason, failedCond.Message)
 		default:
-			st.reason = ReasonMoverFailed
-			st.message = fmt.Sprintf("mover Job failed: %s: %s", failedCond.Reason, failedCond.Message)
+			st.Reason = ReasonMoverFailed
+			st.Message = fmt.Sprintf("mover Job failed: %s: %s", failedCond.Reason, failedCond.Message)
 		}
 		return st
-	case now.After(st.deadline.Add(deadlineGrace)):
-		st.finished, st.failed, st.reason = true, true, ReasonDeadlineExceeded
-		st.message = fmt.Sprintf("the run did not finish within its deadline of %v (spec.mover.activeDeadlineSeconds) and its Job did not end; the Job is deleted", limit)
+	case now.After(st.Deadline.Add(DeadlineGrace)):
+		st.Finished, st.Failed, st.Reason = true, true, ReasonDeadlineExceeded
+		st.Message = fmt.Sprintf("the run did not finish within its deadline of %v (spec.mover.activeDeadlineSeconds) and its Job did not end; the Job is deleted", limit)
 		return st
 	}
-	st.waiting, st.waitingMessage = podWaiting(pods.Items)
+	st.Waiting, st.WaitingMessage = podWaiting(pods.Items)
 	return st
 }
 
@@ -183,7 +183,7 @@ func (d Deps) jobWaiting(ctx context.Context, job *batchv1.Job, age time.Duratio
 		return ReasonNoPodYet, noPod + " (its events could not be read: " + err.Error() + ")"
 	}
 	if e := lastWarning(events.Items); e != nil {
-		return e.Reason, fmt.Sprintf("Job %s: %s", job.Name, truncate(e.Message, 1024))
+		return e.Reason, fmt.Sprintf("Job %s: %s", job.Name, Truncate(e.Message, 1024))
 	}
 	return ReasonNoPodYet, noPod + " and no event says why (is the Job controller of kube-controller-manager running?)"
 }
@@ -251,8 +251,8 @@ func orDefault(s, def string) string {
 	return s
 }
 
-// remainingSeconds is the activeDeadlineSeconds of a Job created at now in a run that must be over
+// RemainingSeconds is the activeDeadlineSeconds of a Job created at now in a run that must be over
 // by deadline (at least a minute, so that a late Job still gets to report).
-func remainingSeconds(deadline, now time.Time) int64 {
+func RemainingSeconds(deadline, now time.Time) int64 {
 	return max(int64(deadline.Sub(now)/time.Second), 60)
 }

@@ -1,4 +1,4 @@
-package storage
+package storagekit
 
 import (
 	batchv1 "k8s.io/api/batch/v1"
@@ -11,8 +11,8 @@ import (
 )
 
 const (
-	moverContainer = "mover"
-	volumeMount    = "/data"
+	MoverContainer = "mover"
+	VolumeMount    = "/data"
 	caMount        = "/etc/okgoes/s3-ca"
 	// moverUID is the distroless "nonroot" user the operator image runs as.
 	moverUID = 65532
@@ -37,30 +37,30 @@ func caKey(ref *storagev1.SecretKeySelector) string {
 	return ref.Key
 }
 
-// moverJob describes one mover Job; desiredMoverJob turns it into the Job object.
-type moverJob struct {
-	name     string
-	labels   map[string]string
-	command  string // backup or restore
-	claim    string
-	readOnly bool
-	env      []corev1.EnvVar
-	options  *storagev1.MoverOptions
+// MoverJob describes one mover Job; DesiredMoverJob turns it into the Job object.
+type MoverJob struct {
+	Name     string
+	Labels   map[string]string
+	Command  string // backup or restore
+	Claim    string
+	ReadOnly bool
+	Env      []corev1.EnvVar
+	Options  *storagev1.MoverOptions
 	// fsGroup makes a fresh volume writable by the non-root mover (restore).
-	fsGroup bool
-	// kopiaCache mounts kopia's cache directory (a size-limited emptyDir).
-	kopiaCache bool
+	FSGroup bool
+	// KopiaCacheDir mounts kopia's cache directory (a size-limited emptyDir).
+	KopiaCache bool
 	// deadline is the Job's activeDeadlineSeconds: what is left of the run's deadline (required:
 	// a Job with 0 fails at once with DeadlineExceeded).
-	deadline int64
+	Deadline int64
 }
 
-// desiredMoverJob is a Job running the operator's own image as the mover, with the S3 location
+// DesiredMoverJob is a Job running the operator's own image as the mover, with the S3 location
 // and credentials of src (credentials by secretKeyRef only). It is created once, never updated.
-func desiredMoverJob(src s3Source, image string, j moverJob) *batchv1.Job {
-	loc := src.location
-	if j.deadline <= 0 { // never 0: the Job would fail at once
-		j.deadline = j.options.Deadline()
+func DesiredMoverJob(src S3Source, image string, j MoverJob) *batchv1.Job {
+	loc := src.Location
+	if j.Deadline <= 0 { // never 0: the Job would fail at once
+		j.Deadline = j.Options.Deadline()
 	}
 	accessKey, secretKey := credentialKeys(loc)
 	secretEnv := func(env, key string) corev1.EnvVar {
@@ -70,27 +70,27 @@ func desiredMoverJob(src s3Source, image string, j moverJob) *batchv1.Job {
 	env := append([]corev1.EnvVar{
 		{Name: mover.EnvEndpoint, Value: loc.Endpoint},
 		{Name: mover.EnvRegion, Value: loc.Region},
-		{Name: mover.EnvBucket, Value: src.bucket},
+		{Name: mover.EnvBucket, Value: src.Bucket},
 		{Name: mover.EnvInsecure, Value: boolString(loc.Insecure)},
 		secretEnv(mover.EnvAccessKey, accessKey),
 		secretEnv(mover.EnvSecretKey, secretKey),
 		{Name: mover.EnvMemoryLimit, ValueFrom: &corev1.EnvVarSource{ResourceFieldRef: &corev1.ResourceFieldSelector{
-			ContainerName: moverContainer, Resource: "limits.memory"}}},
-	}, j.env...)
-	if m := j.options; m != nil && m.StorageIdleTimeout != nil {
+			ContainerName: MoverContainer, Resource: "limits.memory"}}},
+	}, j.Env...)
+	if m := j.Options; m != nil && m.StorageIdleTimeout != nil {
 		env = append(env, corev1.EnvVar{Name: mover.EnvIdleTimeout, Value: m.StorageIdle().String()})
 	}
 	var volumes []corev1.Volume
 	var mounts []corev1.VolumeMount
-	if j.claim != "" { // verify reads from S3 only and mounts no volume
+	if j.Claim != "" { // verify reads from S3 only and mounts no volume
 		volumes = []corev1.Volume{{Name: "volume", VolumeSource: corev1.VolumeSource{
-			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: j.claim, ReadOnly: j.readOnly}}}}
-		mounts = []corev1.VolumeMount{{Name: "volume", MountPath: volumeMount, ReadOnly: j.readOnly}}
+			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: j.Claim, ReadOnly: j.ReadOnly}}}}
+		mounts = []corev1.VolumeMount{{Name: "volume", MountPath: VolumeMount, ReadOnly: j.ReadOnly}}
 	}
-	if j.kopiaCache {
+	if j.KopiaCache {
 		volumes = append(volumes, corev1.Volume{Name: "kopia-cache", VolumeSource: corev1.VolumeSource{
-			EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: &kopiaCacheVolume}}})
-		mounts = append(mounts, corev1.VolumeMount{Name: "kopia-cache", MountPath: kopiaCache})
+			EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: &KopiaCacheVolume}}})
+		mounts = append(mounts, corev1.VolumeMount{Name: "kopia-cache", MountPath: KopiaCacheDir})
 	}
 	if ca := loc.CABundleSecretRef; ca != nil {
 		volumes = append(volumes, corev1.Volume{Name: "s3-ca", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
@@ -105,11 +105,11 @@ func desiredMoverJob(src s3Source, image string, j moverJob) *batchv1.Job {
 		RunAsGroup:     ptr.To[int64](moverUID),
 		SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 	}
-	if j.fsGroup {
+	if j.FSGroup {
 		podSecurity.FSGroup = ptr.To[int64](moverUID)
 	}
 	var resources corev1.ResourceRequirements
-	if m := j.options; m != nil {
+	if m := j.Options; m != nil {
 		if m.PodSecurityContext != nil {
 			podSecurity = overlayPodSecurity(podSecurity, m.PodSecurityContext)
 		}
@@ -117,18 +117,18 @@ func desiredMoverJob(src s3Source, image string, j moverJob) *batchv1.Job {
 	}
 
 	return &batchv1.Job{
-		ObjectMeta: metav1.ObjectMeta{Namespace: src.namespace, Name: j.name, Labels: j.labels},
+		ObjectMeta: metav1.ObjectMeta{Namespace: src.Namespace, Name: j.Name, Labels: j.Labels},
 		Spec: batchv1.JobSpec{
 			// One attempt: a failed run is reported, and the next schedule (or a new restore)
 			// tries again, rather than re-reading or re-writing a volume several times in a row.
 			BackoffLimit: ptr.To[int32](0),
 			// The run's deadline: a pod that never starts or a mover that hangs ends the Job
 			// (DeadlineExceeded) instead of holding the run forever.
-			ActiveDeadlineSeconds: ptr.To(j.deadline),
+			ActiveDeadlineSeconds: ptr.To(j.Deadline),
 			// A safety net only: the controller deletes the Job once it has recorded the result.
 			TTLSecondsAfterFinished: ptr.To[int32](24 * 3600),
 			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: j.labels},
+				ObjectMeta: metav1.ObjectMeta{Labels: j.Labels},
 				Spec: corev1.PodSpec{
 					RestartPolicy:                corev1.RestartPolicyNever,
 					AutomountServiceAccountToken: ptr.To(false),
@@ -136,9 +136,9 @@ func desiredMoverJob(src s3Source, image string, j moverJob) *batchv1.Job {
 					SecurityContext:              podSecurity,
 					Volumes:                      volumes,
 					Containers: []corev1.Container{{
-						Name:                     moverContainer,
+						Name:                     MoverContainer,
 						Image:                    image,
-						Command:                  []string{"/mover", j.command},
+						Command:                  []string{"/mover", j.Command},
 						Env:                      env,
 						VolumeMounts:             mounts,
 						Resources:                resources,

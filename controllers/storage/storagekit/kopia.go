@@ -1,0 +1,109 @@
+package storagekit
+
+import (
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	storagev1 "github.com/okgoes/okgoes-operator/api/storage/v1"
+	"github.com/okgoes/okgoes-operator/internal/archive"
+	"github.com/okgoes/okgoes-operator/internal/errclass"
+	"github.com/okgoes/okgoes-operator/internal/kopiarepo"
+	"github.com/okgoes/okgoes-operator/internal/mover"
+)
+
+// The kopia engine keeps one repository per PVCBackup, under the PVCBackup's prefix next to the
+// manifests. The okgoes manifest of each backup (<prefix><id>.manifest.json) stays the Catalog
+// for both engines: a kopia backup exists for the operator only when its manifest does.
+const (
+	kopiaDir      = "kopia"
+	KopiaCacheDir = "/kopia-cache"
+	// kopiaCacheLimit bounds kopia's content and metadata caches; the emptyDir holding them
+	// (and kopia's index cache, which grows with the repository) is limited to KopiaCacheVolume.
+	kopiaCacheLimit = 512 << 20
+)
+
+var KopiaCacheVolume = resource.MustParse("2Gi")
+
+// KopiaPrefix is where the kopia repository of the backups under prefix lives.
+func KopiaPrefix(prefix string) string { return prefix + kopiaDir }
+
+// ProgressKey is where the mover of a running backup reports its progress.
+func ProgressKey(prefix, id string) string { return prefix + id + progressSuffix }
+
+const progressSuffix = ".progress.json"
+
+// RepositoryRecordKey is where each kopia backup run records what it found in the repository
+// (mover.RepositoryRecord), next to the manifests it judges (ReadCatalog).
+func RepositoryRecordKey(prefix string) string { return prefix + mover.RepositoryRecordName }
+
+// EngineOf is the engine a manifest describes.
+func EngineOf(m archive.Manifest) storagev1.BackupEngine {
+	if m.Engine == mover.EngineKopia {
+		return storagev1.EngineKopia
+	}
+	return storagev1.EngineArchive
+}
+
+// moverEngine is the MOVER_ENGINE value of an engine.
+func moverEngine(e storagev1.BackupEngine) string {
+	if e == storagev1.EngineKopia {
+		return mover.EngineKopia
+	}
+	return mover.EngineArchive
+}
+
+// PasswordKey is the key of the kopia repository password in the credentials Secret.
+func PasswordKey(loc storagev1.S3Location) string {
+	if k := loc.CredentialsSecretRef.RepositoryPasswordKey; k != "" {
+		return k
+	}
+	return storagev1.DefaultRepositoryPasswordKey
+}
+
+// CheckPassword is a Waiting RepositoryPasswordMissing when the credentials Secret of src has no
+// (or an empty) repository password: never a generated or default password, which would encrypt
+// backups with a key nobody keeps.
+func CheckPassword(secret *corev1.Secret, src S3Source, why string, poll time.Duration) error {
+	key := PasswordKey(src.Location)
+	problem := "has no key"
+	if v, ok := secret.Data[key]; ok {
+		if len(v) > 0 {
+			return nil
+		}
+		problem = "has an empty key"
+	}
+	return errclass.Waiting(ReasonRepositoryPasswordMissing, fmt.Sprintf(
+		"Secret %q named by %s %s %q: %s encrypted with that password; add it (and keep a copy outside the cluster)",
+		secret.Name, src.Fields.Field("credentialsSecretRef"), problem, key, why), poll)
+}
+
+// KopiaEnv is what a mover Job of the kopia engine needs besides the S3 variables: the engine, the
+// repository, its password (by secretKeyRef only) and the cache directory.
+func KopiaEnv(src S3Source, prefix string) []corev1.EnvVar {
+	return []corev1.EnvVar{
+		{Name: mover.EnvEngine, Value: mover.EngineKopia},
+		{Name: mover.EnvKopiaPrefix, Value: KopiaPrefix(prefix)},
+		{Name: mover.EnvKopiaPassword, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+			LocalObjectReference: corev1.LocalObjectReference{Name: src.Location.CredentialsSecretRef.Name}, Key: PasswordKey(src.Location)}}},
+		{Name: mover.EnvKopiaCacheDir, Value: KopiaCacheDir},
+		{Name: mover.EnvKopiaCacheLimit, Value: fmt.Sprint(kopiaCacheLimit)},
+	}
+}
+
+// KeyDerivation is kopia's name of the key derivation spec.kopia asks a new repository for;
+// empty when it asks for none (the mover then creates kopia's default, scrypt).
+func KeyDerivation(k *storagev1.KopiaOptions) string {
+	if k == nil {
+		return ""
+	}
+	switch k.KeyDerivation {
+	case storagev1.KeyDerivationScrypt:
+		return kopiarepo.KeyDerivationScrypt
+	case storagev1.KeyDerivationPBKDF2:
+		return kopiarepo.KeyDerivationPBKDF2
+	}
+	return ""
+}
