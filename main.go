@@ -33,7 +33,8 @@ import (
 	cachev1beta1 "github.com/okgoes/okgoes-operator/api/cache/v1beta1"
 	storagev1 "github.com/okgoes/okgoes-operator/api/storage/v1"
 	cachecontrollers "github.com/okgoes/okgoes-operator/controllers/cache"
-	storagecontrollers "github.com/okgoes/okgoes-operator/controllers/storage"
+	"github.com/okgoes/okgoes-operator/controllers/storage/pvcbackup"
+	"github.com/okgoes/okgoes-operator/controllers/storage/pvcrestore"
 	"github.com/okgoes/okgoes-operator/controllers/storage/storagekit"
 	"github.com/okgoes/okgoes-operator/internal/schedule"
 	"github.com/okgoes/okgoes-operator/internal/storageversion"
@@ -194,7 +195,7 @@ func newManager(restConfig *rest.Config, c config) (ctrl.Manager, error) {
 			return nil, err
 		}
 	}
-	snapshots, err := storagecontrollers.SnapshotAPIServed(mgr)
+	snapshots, err := pvcbackup.SnapshotAPIServed(mgr)
 	if err != nil {
 		return nil, fmt.Errorf("discover the VolumeSnapshot API: %w", err)
 	}
@@ -214,15 +215,15 @@ func newManager(restConfig *rest.Config, c config) (ctrl.Manager, error) {
 			Outages:    outages,
 		}
 	}
-	if err := (&storagecontrollers.PVCBackupReconciler{
+	if err := (&pvcbackup.PVCBackupReconciler{
 		Client:             mgr.GetClient(),
 		Deps:               deps("pvcbackup-controller"),
 		SnapshotsAvailable: snapshots,
-		SnapshotAPIProbe:   func(context.Context) (bool, error) { return storagecontrollers.SnapshotAPIServed(mgr) },
+		SnapshotAPIProbe:   func(context.Context) (bool, error) { return pvcbackup.SnapshotAPIServed(mgr) },
 	}).SetupWithManager(mgr, storagekit.Options{MaxConcurrentReconciles: c.maxConcurrent}); err != nil {
 		return nil, fmt.Errorf("set up the PVCBackup controller: %w", err)
 	}
-	if err := (&storagecontrollers.PVCRestoreReconciler{
+	if err := (&pvcrestore.PVCRestoreReconciler{
 		Client: mgr.GetClient(),
 		Deps:   deps("pvcrestore-controller"),
 	}).SetupWithManager(mgr, storagekit.Options{MaxConcurrentReconciles: c.maxConcurrent}); err != nil {
@@ -247,7 +248,7 @@ func cacheOptions(outages *storagekit.APIOutages) cache.Options {
 		byObject[obj] = opts
 	}
 	// A broken watch tells the storage controllers that the cache may lag the API server after
-	// an outage (controllers/storage/apioutage.go).
+	// an outage (controllers/storage/storagekit/apioutage.go).
 	return cache.Options{ByObject: byObject, DefaultTransform: cache.TransformStripManagedFields(),
 		DefaultWatchErrorHandler: outages.WatchErrorHandler}
 }

@@ -26,7 +26,8 @@ type expectation struct {
 // A PVCBackup or PVCRestore sample points at a PVC, an S3 endpoint and a credentials Secret that
 // a scorecard namespace does not have, so for those the test asks that the operator reconciled
 // the object and explained its state with a reason from docs/backup-restore.md
-// (controllers/storage/status.go and pvcrestore_controller.go).
+// (controllers/storage/pvcbackup/pvcbackup_status.go and
+// controllers/storage/pvcrestore/pvcrestore_controller.go).
 var expectations = map[string]expectation{
 	"RedisCache": {condition: "Ready", status: "True", reasons: []string{"Available"}},
 	"PVCBackup": {condition: "Ready", reasons: []string{

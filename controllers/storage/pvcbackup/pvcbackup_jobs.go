@@ -1,0 +1,61 @@
+package pvcbackup
+
+import (
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+
+	storagev1 "github.com/okgoes/okgoes-operator/api/storage/v1"
+	"github.com/okgoes/okgoes-operator/controllers/storage/storagekit"
+	"github.com/okgoes/okgoes-operator/internal/mover"
+)
+
+// desiredBackupJob is the Job of one backup run: `mover backup` over claim, mounted read-only.
+func desiredBackupJob(pb *storagev1.PVCBackup, run *storagev1.ActiveRun, claim, image string, deadline int64) *batchv1.Job {
+	labels := runLabels(pb, run)
+	labels["app.kubernetes.io/component"] = "backup-mover"
+	env := []corev1.EnvVar{
+		{Name: mover.EnvSourceDir, Value: storagekit.VolumeMount},
+		{Name: mover.EnvBackupID, Value: run.ID},
+		{Name: mover.EnvArchiveKey, Value: storagekit.ArchiveKey(pb, run.ID)},
+		{Name: mover.EnvManifestKey, Value: storagekit.ManifestKey(pb, run.ID)},
+		{Name: mover.EnvSourceNamespace, Value: pb.Namespace},
+		{Name: mover.EnvSourcePVC, Value: pb.Spec.PVCName},
+		{Name: mover.EnvScheduledTime, Value: run.ScheduledTime.UTC().Format(time.RFC3339)},
+		{Name: mover.EnvProgressKey, Value: storagekit.ProgressKey(storagekit.BackupPrefix(pb), run.ID)},
+	}
+	kopia := run.Engine == storagev1.EngineKopia
+	if kopia {
+		env = append(env, storagekit.KopiaEnv(storagekit.BackupSource(pb), storagekit.BackupPrefix(pb))...)
+		env = append(env, corev1.EnvVar{Name: mover.EnvKopiaRecordKey, Value: storagekit.RepositoryRecordKey(storagekit.BackupPrefix(pb))})
+		if kd := storagekit.KeyDerivation(pb.Spec.Kopia); kd != "" {
+			env = append(env, corev1.EnvVar{Name: mover.EnvKopiaKeyDerivation, Value: kd})
+		}
+	}
+	job := storagekit.DesiredMoverJob(storagekit.BackupSource(pb), image, storagekit.MoverJob{
+		Name: storagekit.RunObjectName(pb, run), Labels: labels, Command: "backup", Claim: claim, ReadOnly: true, Options: pb.Spec.Mover,
+		Deadline: deadline, Env: env, KopiaCache: kopia,
+	})
+	job.Annotations = storagekit.RunAnnotations(pb, run)
+	return job
+}
+
+// desiredVerifyJob is the Job that reads the backup of a run back from S3 and checks it against
+// its manifest, writing nothing.
+func desiredVerifyJob(pb *storagev1.PVCBackup, run *storagev1.ActiveRun, image string, deadline int64) *batchv1.Job {
+	labels := runLabels(pb, run)
+	labels["app.kubernetes.io/component"] = "backup-verifier"
+	env := []corev1.EnvVar{
+		{Name: mover.EnvArchiveKey, Value: storagekit.ArchiveKey(pb, run.ID)},
+		{Name: mover.EnvManifestKey, Value: storagekit.ManifestKey(pb, run.ID)},
+	}
+	kopia := run.Engine == storagev1.EngineKopia
+	if kopia {
+		env = append(env[1:], storagekit.KopiaEnv(storagekit.BackupSource(pb), storagekit.BackupPrefix(pb))...)
+	}
+	return storagekit.DesiredMoverJob(storagekit.BackupSource(pb), image, storagekit.MoverJob{
+		Name: storagekit.VerifyJobName(pb, run), Labels: labels, Command: "verify", Options: pb.Spec.Mover, Deadline: deadline,
+		Env: env, KopiaCache: kopia,
+	})
+}

@@ -1,0 +1,170 @@
+package pvcbackup
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	storagev1 "github.com/okgoes/okgoes-operator/api/storage/v1"
+	"github.com/okgoes/okgoes-operator/controllers/storage/storagekit"
+)
+
+// snapshotReadyBound is how long a VolumeSnapshot may stay not-ready before the run's status says
+// so loudly (the run keeps waiting, until its deadline: some drivers take long for big volumes).
+const snapshotReadyBound = 10 * time.Minute
+
+const (
+	// ReasonSnapshotFailed (lastRun.reason): the VolumeSnapshot reported an error.
+	ReasonSnapshotFailed = "SnapshotFailed"
+	// ReasonSnapshotNotReady (lastRun.reason): the VolumeSnapshot was not ready to use by the
+	// run's deadline (spec.mover.activeDeadlineSeconds, counted from the run's start).
+	ReasonSnapshotNotReady = "SnapshotNotReady"
+)
+
+// ensureSourceClaim returns the claim the mover reads: the PVC itself, or — with a snapshot class
+// — a temporary PVC restored from a VolumeSnapshot of it, once that snapshot is ready.
+func (r *PVCBackupReconciler) ensureSourceClaim(ctx context.Context, s *scope) (string, error) {
+	pb, run := s.backup, s.backup.Status.ActiveRun
+	if pb.Spec.Snapshot == nil {
+		return pb.Spec.PVCName, nil
+	}
+	if !r.snapshotsServed(ctx) {
+		// The API went away during the run (checkDependencies found it before the start): the
+		// run ends, and the next reconcile says SnapshotsUnsupported, never next to Uploading.
+		s.runFailure, s.runFailureReason = snapshotsUnsupported(r.Poll()), ReasonSnapshotsUnsupported
+		return "", nil
+	}
+	name := storagekit.RunObjectName(pb, run)
+	vs := &snapshotv1.VolumeSnapshot{ObjectMeta: metav1.ObjectMeta{Namespace: pb.Namespace, Name: name}}
+	if err := r.Get(ctx, client.ObjectKeyFromObject(vs), vs); apierrors.IsNotFound(err) {
+		if err := r.ensureFresh(ctx, s); err != nil {
+			return "", err
+		}
+		class := s.snapshotClass
+		if class == "" { // the run started in an earlier reconcile, whose Create failed
+			source, err := r.sourceClaim(ctx, pb)
+			if err != nil {
+				return "", err
+			}
+			if class, err = r.resolveSnapshotClass(ctx, s, source); err != nil {
+				return "", err
+			}
+		}
+		vs.Labels, vs.Annotations = runLabels(pb, run), storagekit.RunAnnotations(pb, run)
+		vs.Spec = snapshotv1.VolumeSnapshotSpec{
+			Source:                  snapshotv1.VolumeSnapshotSource{PersistentVolumeClaimName: ptr.To(pb.Spec.PVCName)},
+			VolumeSnapshotClassName: ptr.To(class),
+		}
+		if err := controllerutil.SetControllerReference(pb, vs, r.Scheme()); err != nil {
+			return "", err
+		}
+		if err := r.Create(ctx, vs); err != nil && !apierrors.IsAlreadyExists(err) {
+			return "", fmt.Errorf("create VolumeSnapshot: %w", err)
+		}
+		s.stage = ReasonSnapshotPending
+		return "", nil
+	} else if err != nil {
+		return "", fmt.Errorf("get VolumeSnapshot: %w", err)
+	}
+	if st := vs.Status; st != nil && st.Error != nil && st.Error.Message != nil {
+		s.runFailure, s.runFailureReason = fmt.Sprintf("VolumeSnapshot %s failed: %s", name, *st.Error.Message), ReasonSnapshotFailed
+		return "", nil
+	}
+	if vs.Status == nil || !ptr.Deref(vs.Status.ReadyToUse, false) {
+		s.stage = ReasonSnapshotPending
+		class := ptr.Deref(vs.Spec.VolumeSnapshotClassName, "")
+		age := s.now.Sub(vs.CreationTimestamp.Time).Round(time.Second)
+		if deadline := runDeadline(pb, run); !s.now.Before(deadline) {
+			s.runFailure, s.runFailureReason = fmt.Sprintf(
+				"VolumeSnapshot %s (class %q) was not ready to use %s after it was created, at the run's deadline "+
+					"(spec.mover.activeDeadlineSeconds %d): %s; it is deleted with the run",
+				name, class, age, pb.Spec.Mover.Deadline(), snapshotProgress(vs)), ReasonSnapshotNotReady
+			return "", nil
+		}
+		if age > snapshotReadyBound {
+			s.stageMessage = fmt.Sprintf("VolumeSnapshot %s is not ready after %s (%s); check the CSI driver and snapshot class %q",
+				name, age, snapshotProgress(vs), class)
+		}
+		s.requeue = min(s.requeue, max(time.Second, runDeadline(pb, run).Sub(s.now)))
+		return "", nil
+	}
+
+	if err := r.Get(ctx, client.ObjectKey{Namespace: pb.Namespace, Name: name}, storagekit.ClaimMetadata()); apierrors.IsNotFound(err) {
+		if err := r.ensureFresh(ctx, s); err != nil {
+			return "", err
+		}
+		source, err := r.sourceClaim(ctx, pb)
+		if err != nil {
+			return "", err
+		}
+		tmp := desiredSnapshotClaim(pb, run, name, source, vs)
+		if err := controllerutil.SetControllerReference(pb, tmp, r.Scheme()); err != nil {
+			return "", err
+		}
+		if err := r.Create(ctx, tmp); err != nil && !apierrors.IsAlreadyExists(err) {
+			return "", fmt.Errorf("create PVC from snapshot: %w", err)
+		}
+	} else if err != nil {
+		return "", fmt.Errorf("get PVC from snapshot: %w", err)
+	}
+	return name, nil
+}
+
+// sourceClaim reads the PVC of pb, uncached: the cache holds the metadata of PVCs only
+// (ClaimMetadata), and their spec is needed only to pick a snapshot class and to size the PVC
+// restored from a snapshot, once per run.
+func (r *PVCBackupReconciler) sourceClaim(ctx context.Context, pb *storagev1.PVCBackup) (*corev1.PersistentVolumeClaim, error) {
+	source := &corev1.PersistentVolumeClaim{}
+	if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: pb.Namespace, Name: pb.Spec.PVCName}, source); err != nil {
+		return nil, fmt.Errorf("get source PVC: %w", err)
+	}
+	return source, nil
+}
+
+// snapshotProgress says how far the snapshot got: with no VolumeSnapshotContent bound, the
+// snapshot controller has not acted on it; with one but no creation time, the CSI driver (its
+// csi-snapshotter sidecar) has not cut it.
+func snapshotProgress(vs *snapshotv1.VolumeSnapshot) string {
+	st := vs.Status
+	switch {
+	case st == nil || st.BoundVolumeSnapshotContentName == nil:
+		return "no VolumeSnapshotContent is bound to it: is the snapshot controller running?"
+	case st.CreationTime == nil:
+		return fmt.Sprintf("VolumeSnapshotContent %s has no snapshot yet: is the CSI driver (its csi-snapshotter sidecar) running?",
+			*st.BoundVolumeSnapshotContentName)
+	default:
+		return fmt.Sprintf("the snapshot was cut at %s but the driver has not reported it ready to use", st.CreationTime.UTC().Format(time.RFC3339))
+	}
+}
+
+// desiredSnapshotClaim is a PVC restored from the run's snapshot, like the source PVC.
+func desiredSnapshotClaim(pb *storagev1.PVCBackup, run *storagev1.ActiveRun, name string, source *corev1.PersistentVolumeClaim,
+	vs *snapshotv1.VolumeSnapshot) *corev1.PersistentVolumeClaim {
+	size := source.Spec.Resources.Requests[corev1.ResourceStorage]
+	if vs.Status != nil && vs.Status.RestoreSize != nil && vs.Status.RestoreSize.Cmp(size) > 0 {
+		size = *vs.Status.RestoreSize
+	}
+	return &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Namespace: pb.Namespace, Name: name, Labels: runLabels(pb, run)},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			StorageClassName: source.Spec.StorageClassName,
+			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: size}},
+			DataSource: &corev1.TypedLocalObjectReference{
+				APIGroup: ptr.To(snapshotv1.GroupName), Kind: "VolumeSnapshot", Name: vs.Name,
+			},
+		},
+	}
+}
+
+func runLabels(pb *storagev1.PVCBackup, run *storagev1.ActiveRun) map[string]string {
+	return map[string]string{storagekit.LabelBackup: pb.Name, storagekit.LabelRun: run.ID, "app.kubernetes.io/managed-by": "okgoes-operator"}
+}

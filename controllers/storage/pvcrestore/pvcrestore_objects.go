@@ -1,0 +1,81 @@
+package pvcrestore
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	storagev1 "github.com/okgoes/okgoes-operator/api/storage/v1"
+	"github.com/okgoes/okgoes-operator/controllers/storage/storagekit"
+	"github.com/okgoes/okgoes-operator/internal/mover"
+)
+
+// restoreJobName is <restore>-restore, shortened with a hash to fit 63 characters.
+func restoreJobName(pr *storagev1.PVCRestore) string {
+	name := pr.Name
+	if len(name) > 55 {
+		sum := sha256.Sum256([]byte(pr.Name))
+		name = name[:46] + "-" + hex.EncodeToString(sum[:4])
+	}
+	return name + "-restore"
+}
+
+// desiredRestorePVC is target.newPVC. It is deliberately not owned by the PVCRestore: the
+// restored data must outlive the request that restored it.
+func desiredRestorePVC(pr *storagev1.PVCRestore) *corev1.PersistentVolumeClaim {
+	t := pr.Spec.Target.NewPVC
+	modes := t.AccessModes
+	if len(modes) == 0 {
+		modes = []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}
+	}
+	return &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Namespace: pr.Namespace, Name: t.Name,
+			Labels: map[string]string{storagekit.LabelRestore: pr.Name, "app.kubernetes.io/managed-by": "okgoes-operator"}},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			StorageClassName: t.StorageClassName,
+			AccessModes:      modes,
+			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: t.Size}},
+		},
+	}
+}
+
+// desiredRestoreJob runs `mover restore` of the resolved backup into the target PVC.
+func desiredRestoreJob(src storagekit.S3Source, prefix string, pr *storagev1.PVCRestore, image string, deadline int64) *batchv1.Job {
+	overwrite := string(pr.Spec.Target.Overwrite)
+	if overwrite == "" {
+		overwrite = string(storagev1.OverwriteRefuse)
+	}
+	labels := map[string]string{storagekit.LabelRestore: pr.Name, "app.kubernetes.io/managed-by": "okgoes-operator",
+		"app.kubernetes.io/component": "restore-mover"}
+	env := []corev1.EnvVar{
+		{Name: mover.EnvTargetDir, Value: storagekit.VolumeMount},
+		{Name: mover.EnvArchiveKey, Value: pr.Status.ObjectKey},
+		{Name: mover.EnvManifestKey, Value: storagekit.ManifestKeyOf(pr.Status.ObjectKey)},
+		{Name: mover.EnvOverwrite, Value: overwrite},
+	}
+	kopia := pr.Status.Engine == storagev1.EngineKopia
+	if kopia { // ObjectKey is the manifest; the mover reads the snapshot from it
+		env = []corev1.EnvVar{
+			{Name: mover.EnvTargetDir, Value: storagekit.VolumeMount},
+			{Name: mover.EnvManifestKey, Value: pr.Status.ObjectKey},
+			{Name: mover.EnvOverwrite, Value: overwrite},
+		}
+		env = append(env, storagekit.KopiaEnv(src, prefix)...)
+	}
+	return storagekit.DesiredMoverJob(src, image, storagekit.MoverJob{
+		Name: restoreJobName(pr), Labels: labels, Command: "restore", Claim: pr.Status.TargetPVC, Options: pr.Spec.Mover,
+		FSGroup: true, Deadline: deadline, Env: env, KopiaCache: kopia,
+	})
+}
+
+// restoreS3Fields are the S3Fields of the source of pr.
+func restoreS3Fields(pr *storagev1.PVCRestore) storagekit.S3Fields {
+	if pr.Spec.Source.S3 != nil {
+		return storagekit.S3Fields{Location: "spec.source.s3.location"}
+	}
+	return storagekit.S3Fields{Location: "spec.s3", Owner: fmt.Sprintf("PVCBackup %q", pr.Spec.Source.PVCBackup)}
+}
