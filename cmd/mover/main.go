@@ -1,5 +1,5 @@
 // Command mover is the program of the backup, restore and verify Jobs (`/mover backup|restore|verify`),
-// configured only through its environment (internal/mover lists the variables). It is a binary of
+// configured only through its environment (internal/mover lists the variables; internal/mover/run runs the command). It is a binary of
 // its own, beside /manager in the operator's image, because it starts once per run: it links none
 // of the Kubernetes client libraries, whose package initialisation alone took 0.18 s of CPU and
 // 48 MiB of memory in every run when the mover was `manager mover`.
@@ -13,6 +13,7 @@ import (
 	"syscall"
 
 	"github.com/okgoes/okgoes-operator/internal/mover"
+	"github.com/okgoes/okgoes-operator/internal/mover/run"
 )
 
 // version is set at build time (-ldflags "-X main.version=...") and recorded in backup manifests.
@@ -23,25 +24,25 @@ func main() {
 		fmt.Fprintln(os.Stderr, "usage: mover backup|restore|verify (configured by the environment)")
 		os.Exit(2)
 	}
-	os.Exit(run(os.Args[1]))
+	os.Exit(runCommand(os.Args[1]))
 }
 
-// run runs a mover command. SIGTERM (the Job's activeDeadlineSeconds, an eviction, a deletion)
+// runCommand runs a mover command. SIGTERM (the Job's activeDeadlineSeconds, an eviction, a deletion)
 // cancels it, so that it aborts its upload and reports Interrupted before the kubelet's SIGKILL.
-func run(command string) int {
+func runCommand(command string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	mover.SetGCPercent(os.Getenv)
-	mover.SetMemoryLimit(os.Getenv)
-	mover.UseTempDir(os.Getenv(mover.EnvKopiaCacheDir))
+	run.SetGCPercent(os.Getenv)
+	run.SetMemoryLimit(os.Getenv)
+	run.UseTempDir(os.Getenv(mover.EnvKopiaCacheDir))
 	var res mover.Result
 	switch command {
 	case "backup":
-		res = mover.RunBackup(ctx, os.Getenv, version)
+		res = run.Backup(ctx, os.Getenv, version)
 	case "restore":
-		res = mover.RunRestore(ctx, os.Getenv)
+		res = run.Restore(ctx, os.Getenv)
 	case "verify":
-		res = mover.RunVerify(ctx, os.Getenv)
+		res = run.Verify(ctx, os.Getenv)
 	default:
 		fmt.Fprintf(os.Stderr, "mover: unknown command %q (backup, restore, verify)\n", command)
 		return 2

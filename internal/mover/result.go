@@ -1,10 +1,8 @@
 package mover
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"time"
 )
 
@@ -43,6 +41,12 @@ const (
 	ReasonInterrupted Reason = "Interrupted"
 	// ReasonInvalidConfig: the mover's environment is incomplete or wrong (an operator bug).
 	ReasonInvalidConfig Reason = "InvalidConfig"
+	// ReasonRepositoryPasswordWrong (kopia): the repository exists and the password does not
+	// open it.
+	ReasonRepositoryPasswordWrong Reason = "RepositoryPasswordWrong"
+	// ReasonNotARepository (kopia): the repository's prefix holds objects that are not a kopia
+	// repository.
+	ReasonNotARepository Reason = "NotARepository"
 )
 
 // Result is what the mover reports through the pod's termination message (at most 4 KiB), so the
@@ -81,102 +85,29 @@ type Result struct {
 	SampledBytes int64 `json:"sampledBytes,omitempty"`
 }
 
-// RepositoryRecord is what a kopia backup run found in its repository, written (JSON) at the
-// job's RecordKey after every run that opened the repository, whether the backup succeeded or
-// not. The controller judges the kopia manifests with it (a manifest naming a snapshot the
-// repository does not hold is a broken backup) without opening the repository itself.
-//
-// A record judges only the manifests it lists: those under the prefix before the run listed
-// the repository. A manifest written after it (by hand, or by a run whose record write failed)
-// is not confirmed by it, so a stale record never makes a backup look restorable.
-type RepositoryRecord struct {
-	Time  time.Time `json:"time"`  // when the run listed the repository (the mover's clock)
-	RunID string    `json:"runID"` // the backup run that wrote the record
-	// Repository is the key prefix of the kopia repository.
-	Repository string `json:"repository"`
-	// Manifests are the ids of the backups whose manifests were under the prefix before the
-	// repository was listed: the backups the record judges.
-	Manifests []string `json:"manifests"`
-	// Snapshots are the complete snapshots of the repository, by snapshot ID.
-	Snapshots map[string]RecordedSnapshot `json:"snapshots"`
-	// Unlisted is why the snapshots could not be listed; then no backup of the repository can
-	// be restored and Snapshots is empty.
-	Unlisted string `json:"unlisted,omitempty"`
-	// Damage says what in the repository is damaged, which backups depend on it and what to do;
-	// empty when nothing is known to be.
-	Damage string `json:"damage,omitempty"`
-	// UnindexedPacks are the first (at most 20) packs in the bucket that no index lists, and
-	// UnindexedCount how many there are: what a lost index blob held (or a killed run left).
-	UnindexedPacks []string `json:"unindexedPacks,omitempty"`
-	UnindexedCount int      `json:"unindexedCount,omitempty"`
-}
-
-// RecordedSnapshot is one snapshot of a RepositoryRecord.
-type RecordedSnapshot struct {
-	Backup  string `json:"backup,omitempty"`  // the id of the backup that made it (its tag)
-	Problem string `json:"problem,omitempty"` // what it has lost, when it is damaged
-}
-
-// RepositoryRecordName is the name of the RepositoryRecord under a PVCBackup's prefix.
-const RepositoryRecordName = "kopia-repository.json"
-
-// Progress is what a running backup reports at EnvProgressKey.
-type Progress struct {
-	Time           time.Time `json:"time"`
-	EstimatedBytes int64     `json:"estimatedBytes,omitempty"` // size of the volume: at the previous backup (kopia), or once scanned
-	HashedBytes    int64     `json:"hashedBytes"`              // read and hashed so far
-	CachedBytes    int64     `json:"cachedBytes,omitempty"`    // unchanged files not read again (kopia)
-	UploadedBytes  int64     `json:"uploadedBytes"`            // written to the bucket so far
-	// Phase is "maintenance" while kopia's repository maintenance runs after the backup.
-	Phase string `json:"phase,omitempty"`
-}
-
-// ProgressEvery is how often a running backup writes its Progress.
-const ProgressEvery = 15 * time.Second
-
 // Succeeded reports whether the command succeeded.
 func (r Result) Succeeded() bool { return r.Result == Succeeded }
 
-// failure is an error with the Reason the mover reports for it.
-type failure struct {
-	reason Reason
-	err    error
+// Error is an error with the Reason the mover reports for it: an engine says which side failed
+// where it knows (Fail), and the run turns the error into the Result (ReasonOf).
+type Error struct {
+	Reason Reason
+	Err    error
 }
 
-func (e *failure) Error() string { return e.err.Error() }
-func (e *failure) Unwrap() error { return e.err }
+func (e *Error) Error() string { return e.Err.Error() }
+func (e *Error) Unwrap() error { return e.Err }
 
-// fail wraps err with reason.
-func fail(reason Reason, format string, args ...any) error {
-	return &failure{reason, fmt.Errorf(format, args...)}
+// Fail is an *Error of reason with a formatted message (%w wraps as in fmt.Errorf).
+func Fail(reason Reason, format string, args ...any) error {
+	return &Error{reason, fmt.Errorf(format, args...)}
 }
 
-// reasonOf is the Reason carried by err, or def.
-func reasonOf(err error, def Reason) Reason {
-	var f *failure
-	if errors.As(err, &f) {
-		return f.reason
+// ReasonOf is the Reason carried by err, or def when it carries none.
+func ReasonOf(err error, def Reason) Reason {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Reason
 	}
 	return def
-}
-
-// failed is the Result of a command that failed with err.
-func failed(err error, def Reason) Result {
-	return Result{Result: Failed, Reason: reasonOf(err, def), Message: err.Error()}
-}
-
-// writeTerminationLog reports res where the kubelet reads the termination message.
-func writeTerminationLog(getenv func(string) string, res *Result) {
-	path := getenv(EnvTerminationLog)
-	if path == "" {
-		path = "/dev/termination-log"
-	}
-	data, _ := json.Marshal(res)
-	if len(data) > 4000 { // the kubelet keeps at most 4096 bytes
-		res.Message = res.Message[:min(len(res.Message), 1000)] + "..."
-		data, _ = json.Marshal(res)
-	}
-	if err := os.WriteFile(path, data, 0o644); err != nil {
-		fmt.Fprintln(os.Stderr, "mover: write termination log:", err)
-	}
 }

@@ -11,7 +11,6 @@ import (
 
 	storagev1 "github.com/okgoes/okgoes-operator/api/storage/v1"
 	"github.com/okgoes/okgoes-operator/controllers/storage/storagekit"
-	"github.com/okgoes/okgoes-operator/internal/kopiarepo"
 	"github.com/okgoes/okgoes-operator/internal/mover"
 )
 
@@ -52,9 +51,9 @@ func (r *PVCBackupReconciler) resolveEngine(ctx context.Context, s *scope) (stor
 // keyDerivationName is status.repository.keyDerivation for kopia's name of an algorithm.
 func keyDerivationName(kopiaName string) string {
 	switch kopiaName {
-	case kopiarepo.KeyDerivationScrypt:
+	case mover.KeyDerivationScrypt:
 		return string(storagev1.KeyDerivationScrypt)
-	case kopiarepo.KeyDerivationPBKDF2:
+	case mover.KeyDerivationPBKDF2:
 		return string(storagev1.KeyDerivationPBKDF2)
 	}
 	return kopiaName

@@ -10,7 +10,6 @@ import (
 	storagev1 "github.com/okgoes/okgoes-operator/api/storage/v1"
 	"github.com/okgoes/okgoes-operator/internal/archive"
 	"github.com/okgoes/okgoes-operator/internal/errclass"
-	"github.com/okgoes/okgoes-operator/internal/kopiarepo"
 	"github.com/okgoes/okgoes-operator/internal/mover"
 )
 
@@ -101,9 +100,9 @@ func KeyDerivation(k *storagev1.KopiaOptions) string {
 	}
 	switch k.KeyDerivation {
 	case storagev1.KeyDerivationScrypt:
-		return kopiarepo.KeyDerivationScrypt
+		return mover.KeyDerivationScrypt
 	case storagev1.KeyDerivationPBKDF2:
-		return kopiarepo.KeyDerivationPBKDF2
+		return mover.KeyDerivationPBKDF2
 	}
 	return ""
 }

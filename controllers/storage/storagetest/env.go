@@ -30,7 +30,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	storagev1 "github.com/okgoes/okgoes-operator/api/storage/v1"
-	"github.com/okgoes/okgoes-operator/internal/mover"
+	"github.com/okgoes/okgoes-operator/internal/mover/run"
 	"github.com/okgoes/okgoes-operator/internal/testenv"
 )
 
@@ -51,7 +51,7 @@ const EnvMoverChild = "STORAGE_TEST_MOVER_CHILD"
 // and K8s), runs the tests and stops the API server.
 func Main(m *testing.M, ready func()) {
 	if os.Getenv(EnvMoverChild) != "" { // the mover process of a story (KillBackupMidUpload)
-		res := mover.RunBackup(context.Background(), os.Getenv, "test")
+		res := run.Backup(context.Background(), os.Getenv, "test")
 		fmt.Println(res.Message)
 		os.Exit(0)
 	}

@@ -29,6 +29,7 @@ import (
 	storagev1 "github.com/okgoes/okgoes-operator/api/storage/v1"
 	"github.com/okgoes/okgoes-operator/controllers/storage/storagekit"
 	"github.com/okgoes/okgoes-operator/internal/mover"
+	"github.com/okgoes/okgoes-operator/internal/mover/run"
 	"github.com/okgoes/okgoes-operator/internal/testenv"
 )
 
@@ -178,12 +179,12 @@ func (w *World) RunMover(job *batchv1.Job, dir string) mover.Result {
 	switch c.Command[len(c.Command)-1] { // /mover backup|restore|verify
 	case "restore":
 		env[mover.EnvTargetDir] = dir
-		return mover.RunRestore(Ctx, getenv)
+		return run.Restore(Ctx, getenv)
 	case "verify":
-		return mover.RunVerify(Ctx, getenv)
+		return run.Verify(Ctx, getenv)
 	}
 	env[mover.EnvSourceDir] = dir
-	return mover.RunBackup(Ctx, getenv, "test")
+	return run.Backup(Ctx, getenv, "test")
 }
 
 // MoverEnv is the environment of the mover container of job, as the kubelet resolves it.

@@ -1,4 +1,4 @@
-package mover
+package run
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 
 	"github.com/okgoes/okgoes-operator/internal/archive"
 	"github.com/okgoes/okgoes-operator/internal/kopiarepo"
+	. "github.com/okgoes/okgoes-operator/internal/mover"
 	"github.com/okgoes/okgoes-operator/internal/objectstore"
 	"github.com/okgoes/okgoes-operator/internal/testenv"
 )
@@ -103,7 +104,7 @@ func TestKopiaBackupIsIncrementalEncryptedAndRestoresExactly(t *testing.T) {
 	e, _, s3 := kopiaSetup(t, src)
 	ctx := context.Background()
 
-	first := RunBackup(ctx, e.get, "test")
+	first := Backup(ctx, e.get, "test")
 	if !first.Succeeded() || first.SnapshotID == "" || first.Files != 22 || first.RepositoryBytes < 20<<20 {
 		t.Fatalf("first backup = %+v", first)
 	}
@@ -139,7 +140,7 @@ func TestKopiaBackupIsIncrementalEncryptedAndRestoresExactly(t *testing.T) {
 	// Incremental: one rewritten file of 20 MiB uploads about 1 MiB.
 	randomFile(t, filepath.Join(src, "data", "fb"), 1<<20, 200)
 	nextRun(e, "20261203T030000Z")
-	second := RunBackup(ctx, e.get, "test")
+	second := Backup(ctx, e.get, "test")
 	if !second.Succeeded() || second.SnapshotID == first.SnapshotID {
 		t.Fatalf("second backup = %+v", second)
 	}
@@ -149,11 +150,11 @@ func TestKopiaBackupIsIncrementalEncryptedAndRestoresExactly(t *testing.T) {
 	t.Logf("first backup uploaded %d bytes, second %d; repository %d -> %d bytes", first.Bytes, second.Bytes, first.RepositoryBytes, second.RepositoryBytes)
 
 	// Verify, then restore the second backup into an empty volume.
-	if res := RunVerify(ctx, e.get); !res.Succeeded() || res.SnapshotID != second.SnapshotID || res.Files != 22 {
+	if res := Verify(ctx, e.get); !res.Succeeded() || res.SnapshotID != second.SnapshotID || res.Files != 22 {
 		t.Errorf("verify = %+v", res)
 	}
 	e[EnvTargetDir] = t.TempDir()
-	res := RunRestore(ctx, e.get)
+	res := Restore(ctx, e.get)
 	if !res.Succeeded() || res.Files != 22 || res.Bytes != 20<<20+200 {
 		t.Fatalf("restore = %+v", res)
 	}
@@ -174,20 +175,20 @@ func TestKopiaWrongPasswordIsAPreciseReasonAndTouchesNothing(t *testing.T) {
 	randomFile(t, filepath.Join(src, "a"), 4096, 1)
 	e, _, _ := kopiaSetup(t, src)
 	ctx := context.Background()
-	if res := RunBackup(ctx, e.get, "test"); !res.Succeeded() {
+	if res := Backup(ctx, e.get, "test"); !res.Succeeded() {
 		t.Fatalf("backup = %+v", res)
 	}
 	e[EnvKopiaPassword] = "another password"
 	e[EnvKopiaCacheDir] = t.TempDir()
 	nextRun(e, "20261203T030000Z")
-	if res := RunBackup(ctx, e.get, "test"); res.Reason != ReasonRepositoryPasswordWrong {
+	if res := Backup(ctx, e.get, "test"); res.Reason != ReasonRepositoryPasswordWrong {
 		t.Errorf("backup with a wrong password = %+v", res)
 	}
 	nextRun(e, "20261203T020000Z")
 	target := t.TempDir()
 	randomFile(t, filepath.Join(target, "keep"), 10, 2)
 	e[EnvTargetDir], e[EnvOverwrite] = target, "Clean"
-	res := RunRestore(ctx, e.get)
+	res := Restore(ctx, e.get)
 	if res.Reason != ReasonRepositoryPasswordWrong || !strings.Contains(res.Message, "the target volume was not changed") {
 		t.Errorf("restore with a wrong password = %+v", res)
 	}
@@ -206,7 +207,7 @@ func TestKopiaKeyDerivation(t *testing.T) {
 	ctx := context.Background()
 
 	e[EnvKopiaKeyDerivation] = "argon2"
-	res := RunBackup(ctx, e.get, "test")
+	res := Backup(ctx, e.get, "test")
 	if res.Reason != ReasonInvalidConfig || !strings.Contains(res.Message, EnvKopiaKeyDerivation) {
 		t.Errorf("backup with an unknown key derivation = %+v, want %s naming %s", res, ReasonInvalidConfig, EnvKopiaKeyDerivation)
 	}
@@ -215,13 +216,13 @@ func TestKopiaKeyDerivation(t *testing.T) {
 	}
 
 	e[EnvKopiaKeyDerivation] = kopiarepo.KeyDerivationPBKDF2
-	if res := RunBackup(ctx, e.get, "test"); !res.Succeeded() || res.KeyDerivation != kopiarepo.KeyDerivationPBKDF2 {
+	if res := Backup(ctx, e.get, "test"); !res.Succeeded() || res.KeyDerivation != kopiarepo.KeyDerivationPBKDF2 {
 		t.Fatalf("backup creating a PBKDF2 repository = %+v", res)
 	}
 	e[EnvKopiaKeyDerivation] = kopiarepo.KeyDerivationScrypt
 	e[EnvKopiaCacheDir] = t.TempDir()
 	nextRun(e, "20261203T030000Z")
-	if res := RunBackup(ctx, e.get, "test"); !res.Succeeded() || res.KeyDerivation != kopiarepo.KeyDerivationPBKDF2 {
+	if res := Backup(ctx, e.get, "test"); !res.Succeeded() || res.KeyDerivation != kopiarepo.KeyDerivationPBKDF2 {
 		t.Errorf("a second backup asking for scrypt = %+v, want the repository's %s kept", res, kopiarepo.KeyDerivationPBKDF2)
 	}
 }
@@ -231,7 +232,7 @@ func TestKopiaRestoreOfADamagedRepositoryNeverEmptiesTheTarget(t *testing.T) {
 	randomFile(t, filepath.Join(src, "a"), 1<<20, 1)
 	e, _, s3 := kopiaSetup(t, src)
 	ctx := context.Background()
-	if res := RunBackup(ctx, e.get, "test"); !res.Succeeded() {
+	if res := Backup(ctx, e.get, "test"); !res.Succeeded() {
 		t.Fatalf("backup = %+v", res)
 	}
 	// Damage every metadata pack (directories live there): one byte in 64 flipped, since kopia
@@ -252,14 +253,14 @@ func TestKopiaRestoreOfADamagedRepositoryNeverEmptiesTheTarget(t *testing.T) {
 	randomFile(t, filepath.Join(target, "keep"), 10, 2)
 	e[EnvTargetDir], e[EnvOverwrite] = target, "Clean"
 	e[EnvKopiaCacheDir] = t.TempDir() // a fresh pod: nothing cached
-	res := RunRestore(ctx, e.get)
+	res := Restore(ctx, e.get)
 	if res.Succeeded() || !strings.Contains(res.Message, "the target volume was not changed") {
 		t.Errorf("restore of a damaged repository = %+v", res)
 	}
 	if _, err := os.Stat(filepath.Join(target, "keep")); err != nil {
 		t.Errorf("a restore of a damaged backup emptied the target: %v", err)
 	}
-	if res := RunVerify(ctx, e.get); res.Succeeded() {
+	if res := Verify(ctx, e.get); res.Succeeded() {
 		t.Errorf("verify of a damaged repository = %+v", res)
 	}
 }
@@ -273,7 +274,7 @@ func TestKopiaBackupSweepsSnapshotsWhoseManifestIsGone(t *testing.T) {
 	for _, run := range []string{"20261203T020000Z", "20261203T030000Z", "20261203T040000Z"} {
 		nextRun(e, run)
 		randomFile(t, filepath.Join(src, "a"), 4096, run[10])
-		res := RunBackup(ctx, e.get, "test")
+		res := Backup(ctx, e.get, "test")
 		if !res.Succeeded() {
 			t.Fatalf("backup %s = %+v", run, res)
 		}
@@ -308,7 +309,7 @@ func TestKopiaRestoreNeverCreatesARepository(t *testing.T) {
 	put(t, s3, e[EnvManifestKey], []byte(`{"formatVersion":1,"id":"20261203T020000Z","engine":"kopia",
 		"kopia":{"repository":"ns/elsewhere/kopia","snapshotID":"k0123"}}`))
 	e[EnvTargetDir] = t.TempDir()
-	if res := RunRestore(context.Background(), e.get); res.Reason != ReasonBackupNotFound {
+	if res := Restore(context.Background(), e.get); res.Reason != ReasonBackupNotFound {
 		t.Errorf("restore from a missing repository = %+v", res)
 	}
 	for o := range s3.ListObjects(context.Background(), "backups", minio.ListObjectsOptions{Prefix: "ns/elsewhere/", Recursive: true}) {
@@ -325,7 +326,7 @@ func TestKopiaBackupOfAFrozenStoreStallsInsteadOfHanging(t *testing.T) {
 	defer m.Thaw()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	res := RunBackup(ctx, e.get, "test")
+	res := Backup(ctx, e.get, "test")
 	if res.Reason != ReasonStorageStalled {
 		t.Errorf("backup into a frozen MinIO = %+v", res)
 	}
@@ -356,7 +357,7 @@ func TestKopiaBackupRecordsTheRepositoryAndNamesALostBlob(t *testing.T) {
 	e, _, s3 := kopiaSetup(t, src)
 	e[EnvKopiaRecordKey] = "ns/app/" + RepositoryRecordName
 	ctx := context.Background()
-	res := RunBackup(ctx, e.get, "test")
+	res := Backup(ctx, e.get, "test")
 	if !res.Succeeded() || res.RepositoryDamage != "" {
 		t.Fatalf("first backup: %+v", res)
 	}
@@ -378,7 +379,7 @@ func TestKopiaBackupRecordsTheRepositoryAndNamesALostBlob(t *testing.T) {
 	blobID := strings.TrimPrefix(oldest.Key, "ns/app/kopia/")
 	nextRun(e, "20261203T030000Z")
 	e[EnvKopiaCacheDir] = t.TempDir() // a new Job's emptyDir: the lost blob is not cached
-	res = RunBackup(ctx, e.get, "test")
+	res = Backup(ctx, e.get, "test")
 	t.Logf("backup after the loss: %+v", res)
 	// The backup heals (the lost policies and maintenance owner written again, heal.go),
 	// succeeds and says what it repaired; nothing else was in the blob, so nothing is damaged.

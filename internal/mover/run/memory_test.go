@@ -1,9 +1,11 @@
-package mover
+package run
 
 import (
 	"math"
 	"runtime/debug"
 	"testing"
+
+	. "github.com/okgoes/okgoes-operator/internal/mover"
 )
 
 func TestMemoryLimitFollowsTheContainerLimit(t *testing.T) {

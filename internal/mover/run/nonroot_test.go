@@ -1,4 +1,4 @@
-package mover
+package run
 
 import (
 	"encoding/json"
@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
+
+	. "github.com/okgoes/okgoes-operator/internal/mover"
 )
 
 // moverUID is the uid the controller runs mover pods as (controllers/storage).

@@ -1,15 +1,17 @@
-package mover
+package archive
 
 import (
 	"io"
 	"sync"
+
+	"github.com/okgoes/okgoes-operator/internal/mover"
 )
 
 // pipeBuffer is the room between the archive writer and the upload: the upload reads a whole
 // part before sending it and then sends it, and with room for a part the writer goes on
 // reading, compressing and hashing the volume meanwhile instead of waiting. It costs one part
 // of memory more.
-const pipeBuffer = DefaultPartSize
+const pipeBuffer = mover.DefaultPartSize
 
 // bufferedPipe is io.Pipe with room for a number of bytes: Write returns once its bytes are
 // in the buffer, and blocks only while the buffer is full.

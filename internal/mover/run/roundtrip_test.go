@@ -1,4 +1,4 @@
-package mover
+package run
 
 import (
 	"context"
@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	. "github.com/okgoes/okgoes-operator/internal/mover"
 )
 
 // TestBackupRestoreRoundTripThroughMinIO takes a volume with everything a backup must keep
@@ -42,11 +44,11 @@ func TestBackupRestoreRoundTripThroughMinIO(t *testing.T) {
 	f.Close()
 
 	e, _ := setup(t, src)
-	if res := RunBackup(context.Background(), e.get, "test"); res.Result != "Succeeded" {
+	if res := Backup(context.Background(), e.get, "test"); res.Result != "Succeeded" {
 		t.Fatalf("backup: %+v", res)
 	}
 	e[EnvTargetDir] = t.TempDir()
-	res := RunRestore(context.Background(), e.get)
+	res := Restore(context.Background(), e.get)
 	if res.Result != "Succeeded" {
 		t.Fatalf("restore: %+v", res)
 	}

@@ -1,4 +1,4 @@
-package mover
+package run
 
 import (
 	"bytes"
@@ -15,6 +15,8 @@ import (
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
 
+	. "github.com/okgoes/okgoes-operator/internal/mover"
+	archiveengine "github.com/okgoes/okgoes-operator/internal/mover/engine/archive"
 	"github.com/okgoes/okgoes-operator/internal/objectstore"
 )
 
@@ -52,7 +54,7 @@ func TestCleanRestoreNeverEmptiesTheTargetForAnUnreadableBackup(t *testing.T) {
 			}
 			tt.damage(t, e, s3)
 			e[EnvOverwrite] = "Clean"
-			res := RunRestore(context.Background(), e.get)
+			res := Restore(context.Background(), e.get)
 			if res.Result != Failed || res.Reason != tt.reason {
 				t.Fatalf("restore: %+v, want %s", res, tt.reason)
 			}
@@ -74,7 +76,7 @@ func TestFailedCleanRestoreSaysTheTargetWasEmptied(t *testing.T) {
 	data[len(data)/2] ^= 0x01 // same size, damaged inside: found only while reading
 	put(t, s3, e[EnvArchiveKey], data)
 	e[EnvOverwrite] = "Clean"
-	res := RunRestore(context.Background(), e.get)
+	res := Restore(context.Background(), e.get)
 	if res.Result != Failed || res.Reason != ReasonVerificationFailed || !strings.Contains(res.Message, "emptied (overwrite: Clean)") {
 		t.Fatalf("restore: %+v", res)
 	}
@@ -88,12 +90,12 @@ func TestBackupNamesTheFailingSide(t *testing.T) {
 	os.WriteFile(filepath.Join(src, "blob"), big, 0o600)
 	e, m := setup(t, src)
 	m.Stop()
-	res := RunBackup(context.Background(), e.get, "test")
+	res := Backup(context.Background(), e.get, "test")
 	if res.Result != Failed || res.Reason != ReasonStorageFailed || strings.HasPrefix(res.Message, "read volume") {
 		t.Fatalf("backup to a dead S3: %+v, want StorageFailed naming the upload", res)
 	}
 	e, _ = setup(t, "/nonexistent")
-	if res := RunBackup(context.Background(), e.get, "test"); res.Reason != ReasonVolumeReadFailed {
+	if res := Backup(context.Background(), e.get, "test"); res.Reason != ReasonVolumeReadFailed {
 		t.Fatalf("backup of a missing volume: %+v, want VolumeReadFailed", res)
 	}
 }
@@ -145,7 +147,7 @@ func TestFrozenStorageEndsTheUploadAfterTheIdleTimeout(t *testing.T) {
 	}}
 	done := make(chan error, 1)
 	go func() {
-		_, err := Backup(context.Background(), fs, cfg.Job, time.Now)
+		_, err := archiveengine.Backup(context.Background(), fs, cfg.Job, time.Now)
 		done <- err
 	}()
 	var backupErr error
@@ -156,7 +158,7 @@ func TestFrozenStorageEndsTheUploadAfterTheIdleTimeout(t *testing.T) {
 		t.Fatal("the backup still hangs 3 minutes after S3 froze")
 	}
 	m.Thaw()
-	if reasonOf(backupErr, "") != ReasonStorageStalled || !strings.Contains(backupErr.Error(), "took no data for 2s") {
+	if ReasonOf(backupErr, "") != ReasonStorageStalled || !strings.Contains(backupErr.Error(), "took no data for 2s") {
 		t.Fatalf("backup against a frozen S3: %v, want StorageStalled", backupErr)
 	}
 	admin, _ := minio.New(m.Endpoint, &minio.Options{Creds: credentials.NewStaticV4(m.AccessKey, m.SecretKey, "")})

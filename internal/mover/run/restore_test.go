@@ -1,4 +1,4 @@
-package mover
+package run
 
 import (
 	"bytes"
@@ -9,6 +9,8 @@ import (
 
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
+
+	. "github.com/okgoes/okgoes-operator/internal/mover"
 )
 
 // backedUp runs a real backup of a small tree into MinIO and returns the restore environment.
@@ -19,7 +21,7 @@ func backedUp(t *testing.T) (env, *minio.Client) {
 	os.WriteFile(filepath.Join(src, "a/b/file"), bytes.Repeat([]byte("data "), 100000), 0o640)
 	os.Symlink("a/b/file", filepath.Join(src, "link"))
 	e, m := setup(t, src)
-	if res := RunBackup(context.Background(), e.get, "test"); res.Result != "Succeeded" {
+	if res := Backup(context.Background(), e.get, "test"); res.Result != "Succeeded" {
 		t.Fatalf("backup: %+v", res)
 	}
 	admin, _ := minio.New(m.Endpoint, &minio.Options{Creds: credentials.NewStaticV4(m.AccessKey, m.SecretKey, "")})
@@ -29,7 +31,7 @@ func backedUp(t *testing.T) (env, *minio.Client) {
 
 func TestRestoreRoundTrip(t *testing.T) {
 	e, _ := backedUp(t)
-	res := RunRestore(context.Background(), e.get)
+	res := Restore(context.Background(), e.get)
 	if res.Result != "Succeeded" || res.Files != 1 || res.SHA256 == "" {
 		t.Fatalf("restore: %+v", res)
 	}
@@ -59,7 +61,7 @@ func TestRestoreRefusesOrCleansOrMerges(t *testing.T) {
 			old := filepath.Join(e[EnvTargetDir], "precious")
 			os.WriteFile(old, []byte("keep me?"), 0o600)
 			e[EnvOverwrite] = tt.policy
-			res := RunRestore(context.Background(), e.get)
+			res := Restore(context.Background(), e.get)
 			if res.Result != tt.wantResult || res.Reason != tt.wantReason {
 				t.Fatalf("restore: %+v", res)
 			}
@@ -101,7 +103,7 @@ func TestRestoreDetectsDamage(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			e, s3 := backedUp(t)
 			tt.damage(t, e, s3)
-			res := RunRestore(context.Background(), e.get)
+			res := Restore(context.Background(), e.get)
 			if res.Result != "Failed" || res.Reason != tt.reason {
 				t.Fatalf("restore of a damaged backup: %+v, want %s", res, tt.reason)
 			}
@@ -133,7 +135,7 @@ func put(t *testing.T, s3 *minio.Client, key string, data []byte) {
 
 func TestVerifyChecksWithoutWriting(t *testing.T) {
 	e, s3 := backedUp(t)
-	if res := RunVerify(context.Background(), e.get); res.Result != "Succeeded" || res.SHA256 == "" {
+	if res := Verify(context.Background(), e.get); res.Result != "Succeeded" || res.SHA256 == "" {
 		t.Fatalf("verify of a good backup: %+v", res)
 	}
 	if entries, _ := os.ReadDir(e[EnvTargetDir]); len(entries) != 0 {
@@ -142,7 +144,7 @@ func TestVerifyChecksWithoutWriting(t *testing.T) {
 	data := get(t, s3, e[EnvArchiveKey])
 	data[len(data)-20] ^= 0x01
 	put(t, s3, e[EnvArchiveKey], data)
-	if res := RunVerify(context.Background(), e.get); res.Result != "Failed" || res.Reason != ReasonVerificationFailed {
+	if res := Verify(context.Background(), e.get); res.Result != "Failed" || res.Reason != ReasonVerificationFailed {
 		t.Fatalf("verify of a damaged backup: %+v", res)
 	}
 }

@@ -1,4 +1,4 @@
-package mover
+package archive
 
 import (
 	"bytes"

@@ -1,4 +1,4 @@
-package mover
+package run
 
 import (
 	"context"
@@ -12,6 +12,9 @@ import (
 	"github.com/minio/minio-go/v7"
 
 	"github.com/okgoes/okgoes-operator/internal/kopiarepo"
+	. "github.com/okgoes/okgoes-operator/internal/mover"
+	"github.com/okgoes/okgoes-operator/internal/mover/engine"
+	"github.com/okgoes/okgoes-operator/internal/mover/engine/kopia"
 	"github.com/okgoes/okgoes-operator/internal/objectstore"
 )
 
@@ -68,15 +71,15 @@ func backupVerifiedAndRestorable(t *testing.T, e env, src, run string) Result {
 	ctx := context.Background()
 	nextRun(e, run)
 	e[EnvKopiaCacheDir] = t.TempDir() // each Job has its own cache
-	res := RunBackup(ctx, e.get, "test")
+	res := Backup(ctx, e.get, "test")
 	if !res.Succeeded() {
 		t.Fatalf("the backup after the damage failed: %+v", res)
 	}
-	if v := RunVerify(ctx, e.get); !v.Succeeded() {
+	if v := Verify(ctx, e.get); !v.Succeeded() {
 		t.Fatalf("the backup after the damage does not verify: %+v", v)
 	}
 	e[EnvTargetDir], e[EnvOverwrite] = t.TempDir(), ""
-	if r := RunRestore(ctx, e.get); !r.Succeeded() {
+	if r := Restore(ctx, e.get); !r.Succeeded() {
 		t.Fatalf("the backup after the damage does not restore: %+v", r)
 	}
 	sameTree(t, src, e[EnvTargetDir])
@@ -88,7 +91,7 @@ func backupVerifiedAndRestorable(t *testing.T, e env, src, run string) Result {
 func TestKopiaBackupAfterALostMetadataBlobSucceedsVerified(t *testing.T) {
 	src := healVolume(t)
 	probe, _, s3 := kopiaSetup(t, src)
-	if res := RunBackup(context.Background(), probe.get, "test"); !res.Succeeded() {
+	if res := Backup(context.Background(), probe.get, "test"); !res.Succeeded() {
 		t.Fatalf("first backup = %+v", res)
 	}
 	count := len(repoBlobs(t, s3, "q"))
@@ -98,7 +101,7 @@ func TestKopiaBackupAfterALostMetadataBlobSucceedsVerified(t *testing.T) {
 	for i := range count { // each one lost in turn: any single loss heals
 		t.Run("blob"+string(rune('0'+i)), func(t *testing.T) {
 			e, _, s3 := kopiaSetup(t, src)
-			if res := RunBackup(context.Background(), e.get, "test"); !res.Succeeded() {
+			if res := Backup(context.Background(), e.get, "test"); !res.Succeeded() {
 				t.Fatalf("first backup = %+v", res)
 			}
 			lost := repoBlobs(t, s3, "q")[i]
@@ -121,13 +124,13 @@ func TestKopiaBackupAfterALostIndexBlobRebuildsTheIndex(t *testing.T) {
 	runs := func(e env) {
 		t.Helper()
 		ctx := context.Background()
-		if res := RunBackup(ctx, e.get, "test"); !res.Succeeded() {
+		if res := Backup(ctx, e.get, "test"); !res.Succeeded() {
 			t.Fatalf("first backup = %+v", res)
 		}
 		randomFile(t, filepath.Join(src, "dir", "new"), 8192, 77)
 		defer os.Remove(filepath.Join(src, "dir", "new"))
 		nextRun(e, "20261203T030000Z")
-		if res := RunBackup(ctx, e.get, "test"); !res.Succeeded() {
+		if res := Backup(ctx, e.get, "test"); !res.Succeeded() {
 			t.Fatalf("second backup = %+v", res)
 		}
 	}
@@ -149,7 +152,7 @@ func TestKopiaBackupAfterALostIndexBlobRebuildsTheIndex(t *testing.T) {
 			}
 			for _, run := range []string{"20261203T020000Z", "20261203T030000Z"} {
 				nextRun(e, run)
-				if v := RunVerify(context.Background(), e.get); !v.Succeeded() {
+				if v := Verify(context.Background(), e.get); !v.Succeeded() {
 					t.Errorf("backup %s, whose data was still in the bucket, is not readable after the index was rebuilt: %+v", run, v)
 				}
 			}
@@ -189,7 +192,7 @@ func TestKopiaBackupAfterACorruptDataPackUploadsItAgain(t *testing.T) {
 		t.Setenv(kopiarepo.EnvVerifyPercent, "100")
 		src := healVolume(t)
 		e, _, s3 := kopiaSetup(t, src)
-		if res := RunBackup(context.Background(), e.get, "test"); !res.Succeeded() {
+		if res := Backup(context.Background(), e.get, "test"); !res.Succeeded() {
 			t.Fatalf("first backup = %+v", res)
 		}
 		pack := corruptPack(t, s3)
@@ -203,15 +206,15 @@ func TestKopiaBackupAfterACorruptDataPackUploadsItAgain(t *testing.T) {
 		ctx := context.Background()
 		src := healVolume(t)
 		e, _, s3 := kopiaSetup(t, src)
-		if res := RunBackup(ctx, e.get, "test"); !res.Succeeded() {
+		if res := Backup(ctx, e.get, "test"); !res.Succeeded() {
 			t.Fatalf("first backup = %+v", res)
 		}
 		pack := corruptPack(t, s3)
 		nextRun(e, "20261203T030000Z")
-		if res := RunBackup(ctx, e.get, "test"); !res.Succeeded() {
+		if res := Backup(ctx, e.get, "test"); !res.Succeeded() {
 			t.Fatalf("second backup = %+v", res)
 		}
-		v := RunVerify(ctx, e.get)
+		v := Verify(ctx, e.get)
 		if v.Reason != ReasonRepositoryDamaged || !strings.Contains(v.Message, pack[len("ns/app/kopia/"):]) ||
 			!strings.Contains(v.Message, "big") || !strings.Contains(v.Message, "next backup") {
 			t.Fatalf("verify of a backup deduplicated onto a corrupt chunk = %+v, want %s naming the pack, the file and what happens next",
@@ -227,7 +230,7 @@ func TestKopiaCleanRestoreOfACorruptBackupKeepsTheTarget(t *testing.T) {
 	ctx := context.Background()
 	src := healVolume(t)
 	e, _, s3 := kopiaSetup(t, src)
-	if res := RunBackup(ctx, e.get, "test"); !res.Succeeded() {
+	if res := Backup(ctx, e.get, "test"); !res.Succeeded() {
 		t.Fatalf("backup = %+v", res)
 	}
 	pack := corruptPack(t, s3)
@@ -238,7 +241,7 @@ func TestKopiaCleanRestoreOfACorruptBackupKeepsTheTarget(t *testing.T) {
 	}
 	e[EnvTargetDir], e[EnvOverwrite] = target, "Clean"
 	e[EnvKopiaCacheDir] = t.TempDir()
-	res := RunRestore(ctx, e.get)
+	res := Restore(ctx, e.get)
 	if res.Reason != ReasonRepositoryDamaged || !strings.Contains(res.Message, "the target volume was not changed") ||
 		!strings.Contains(res.Message, pack[len("ns/app/kopia/"):]) || !strings.Contains(res.Message, "big") {
 		t.Errorf("Clean restore of a corrupt backup = %+v, want %s naming the pack and the file, target not changed", res, ReasonRepositoryDamaged)
@@ -254,7 +257,7 @@ func TestKopiaCleanRestoreOfACorruptBackupKeepsTheTarget(t *testing.T) {
 func TestKopiaBackupAfterALostDataPackUploadsItAgain(t *testing.T) {
 	src := healVolume(t)
 	e, _, s3 := kopiaSetup(t, src)
-	if res := RunBackup(context.Background(), e.get, "test"); !res.Succeeded() {
+	if res := Backup(context.Background(), e.get, "test"); !res.Succeeded() {
 		t.Fatalf("first backup = %+v", res)
 	}
 	packs := repoBlobs(t, s3, "p")
@@ -292,7 +295,9 @@ func TestKopiaCorruptPackIsHealedWithinTheSamplingPeriod(t *testing.T) {
 			t.Fatal(err)
 		}
 		clock := day.Add(time.Duration(run) * 24 * time.Hour)
-		if _, _, err := BackupKopia(ctx, store, cfg.Store, cfg.Job, func() time.Time { return clock }); err != nil {
+		eng := cfg.Engine.(kopia.Engine)
+		eng.Now = func() time.Time { return clock }
+		if _, err := eng.Backup(ctx, engine.S3{Store: store, Config: cfg.Store}, cfg.Job); err != nil {
 			t.Fatalf("backup of day %d: %v", run, err)
 		}
 	}

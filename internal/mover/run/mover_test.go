@@ -1,4 +1,4 @@
-package mover
+package run
 
 import (
 	"context"
@@ -20,6 +20,7 @@ import (
 	"github.com/minio/minio-go/v7/pkg/credentials"
 
 	"github.com/okgoes/okgoes-operator/internal/archive"
+	. "github.com/okgoes/okgoes-operator/internal/mover"
 	"github.com/okgoes/okgoes-operator/internal/objectstore"
 	"github.com/okgoes/okgoes-operator/internal/testenv"
 )
@@ -57,7 +58,7 @@ func TestBackupThenVerifyFromMinIO(t *testing.T) {
 	os.Symlink("blob", filepath.Join(src, "link"))
 	e, _ := setup(t, src)
 
-	res := RunBackup(context.Background(), e.get, "v-test")
+	res := Backup(context.Background(), e.get, "v-test")
 	if res.Result != "Succeeded" || res.Files != 1 {
 		t.Fatalf("RunBackup = %+v", res)
 	}
@@ -120,7 +121,7 @@ func TestFailedBackupLeavesNoManifest(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			e, m := setup(t, src)
 			tt.change(e)
-			res := RunBackup(context.Background(), e.get, "test")
+			res := Backup(context.Background(), e.get, "test")
 			if res.Result != "Failed" || !strings.Contains(res.Message, tt.want) {
 				t.Fatalf("RunBackup = %+v, want a failure mentioning %q", res, tt.want)
 			}
@@ -147,7 +148,7 @@ func TestFailedBackupLeavesNoManifest(t *testing.T) {
 func TestMain(m *testing.M) {
 	switch os.Getenv("MOVER_BENCH_CHILD") {
 	case "mover":
-		res := RunBackup(context.Background(), os.Getenv, "bench")
+		res := Backup(context.Background(), os.Getenv, "bench")
 		if res.Result != "Succeeded" {
 			fmt.Fprintln(os.Stderr, res.Message)
 			os.Exit(1)
@@ -159,13 +160,13 @@ func TestMain(m *testing.M) {
 		if n, err := strconv.Atoi(os.Getenv(envMinIORetries)); err == nil {
 			minio.MaxRetry = n // kopia's own retries then give up within ~12 s of refused connections
 		}
-		_ = json.NewEncoder(os.Stdout).Encode(RunBackup(context.Background(), os.Getenv, "test"))
+		_ = json.NewEncoder(os.Stdout).Encode(Backup(context.Background(), os.Getenv, "test"))
 		os.Exit(0)
 	case "restore-result": // the Result as JSON on stdout, whatever it is
-		_ = json.NewEncoder(os.Stdout).Encode(RunRestore(context.Background(), os.Getenv))
+		_ = json.NewEncoder(os.Stdout).Encode(Restore(context.Background(), os.Getenv))
 		os.Exit(0)
 	case "restore":
-		if res := RunRestore(context.Background(), os.Getenv); res.Result != "Succeeded" {
+		if res := Restore(context.Background(), os.Getenv); res.Result != "Succeeded" {
 			fmt.Fprintln(os.Stderr, res.Message)
 			os.Exit(1)
 		}

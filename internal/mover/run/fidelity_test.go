@@ -1,4 +1,4 @@
-package mover
+package run
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	. "github.com/okgoes/okgoes-operator/internal/mover"
 )
 
 // A restore keeps setuid, setgid and sticky bits on files and directories, their mtimes, and the
@@ -68,12 +70,12 @@ func TestRestoreKeepsSpecialModeBitsSymlinkTimesAndFIFOs(t *testing.T) {
 
 			e, _, _ := kopiaSetup(t, src)
 			e[EnvEngine] = engine
-			res := RunBackup(context.Background(), e.get, "test")
+			res := Backup(context.Background(), e.get, "test")
 			if res.Result != Succeeded {
 				t.Fatalf("backup: %+v", res)
 			}
 			e[EnvTargetDir] = t.TempDir()
-			if rr := RunRestore(context.Background(), e.get); rr.Result != Succeeded {
+			if rr := Restore(context.Background(), e.get); rr.Result != Succeeded {
 				t.Fatalf("restore: %+v", rr)
 			}
 			dst := e[EnvTargetDir]

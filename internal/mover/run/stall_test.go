@@ -1,4 +1,4 @@
-package mover
+package run
 
 import (
 	"bytes"
@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/minio/minio-go/v7"
+
+	. "github.com/okgoes/okgoes-operator/internal/mover"
 )
 
 // envMinIORetries sets minio-go's retries of each request in a backup-result child (TestMain):
@@ -173,7 +175,7 @@ func TestFrozenStorageEndsTheRestore(t *testing.T) {
 		t.Run(engine, func(t *testing.T) {
 			e, m, _ := kopiaSetup(t, stallVolume(t))
 			e[EnvEngine] = engine
-			if res := RunBackup(context.Background(), e.get, "test"); res.Result != Succeeded {
+			if res := Backup(context.Background(), e.get, "test"); res.Result != Succeeded {
 				t.Fatalf("backup: %+v", res)
 			}
 			e[EnvTargetDir] = t.TempDir()

@@ -1,22 +1,19 @@
-package mover
+package run
 
 import (
 	"os"
 	"runtime/debug"
 	"strconv"
-)
 
-// EnvMemoryLimit is the container's memory limit in bytes (the Job sets it from the downward
-// API, resourceFieldRef limits.memory; without a limit the kubelet gives the node's allocatable
-// memory).
-const EnvMemoryLimit = "MOVER_MEMORY_LIMIT"
+	"github.com/okgoes/okgoes-operator/internal/mover"
+)
 
 // memoryLimitShare is the part of the container's limit the Go heap may grow to before the
 // garbage collector works harder: the rest is for kopia's mmap-ed index files, stacks and the
 // kernel's accounting of page cache.
 const memoryLimitShare = 0.75
 
-// SetMemoryLimit sets the Go runtime's soft memory limit from EnvMemoryLimit, unless GOMEMLIMIT
+// SetMemoryLimit sets the Go runtime's soft memory limit from mover.EnvMemoryLimit, unless GOMEMLIMIT
 // already sets it. Without it the heap of a kopia backup grows to twice its live size before a
 // collection (GOGC=100), and a mover with a memory limit is OOM-killed where it only had to
 // collect more often. It returns the limit it set, or 0.
@@ -24,7 +21,7 @@ func SetMemoryLimit(getenv func(string) string) int64 {
 	if getenv("GOMEMLIMIT") != "" {
 		return 0
 	}
-	n, err := strconv.ParseInt(getenv(EnvMemoryLimit), 10, 64)
+	n, err := strconv.ParseInt(getenv(mover.EnvMemoryLimit), 10, 64)
 	if err != nil || n <= 0 {
 		return 0
 	}

@@ -1,0 +1,147 @@
+package archive
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"io"
+
+	tarzstd "github.com/okgoes/okgoes-operator/internal/archive"
+	"github.com/okgoes/okgoes-operator/internal/mover"
+	"github.com/okgoes/okgoes-operator/internal/mover/engine"
+	"github.com/okgoes/okgoes-operator/internal/objectstore"
+)
+
+// ObjectReader is what a restore or verify needs from S3.
+type ObjectReader interface {
+	Get(ctx context.Context, key string) (io.ReadCloser, error)
+	Stat(ctx context.Context, key string) (objectstore.ObjectInfo, error)
+}
+
+// zstdMagic starts every zstd frame: an archive that does not start with it is not ours.
+var zstdMagic = []byte{0x28, 0xb5, 0x2f, 0xfd}
+
+// Restore is Restore from the bucket's store, and the Result of what it restored.
+func (Engine) Restore(ctx context.Context, s3 engine.S3, job engine.RestoreJob) (mover.Result, error) {
+	if job.TargetDir == "" || job.ArchiveKey == "" || job.ManifestKey == "" {
+		return mover.Result{}, mover.Fail(mover.ReasonInvalidConfig, "missing environment: %s, %s and %s are required",
+			mover.EnvTargetDir, mover.EnvArchiveKey, mover.EnvManifestKey)
+	}
+	m, st, err := Restore(ctx, s3.Store, job)
+	return result(m, st, job.ArchiveKey), err
+}
+
+// Verify is Verify from the bucket's store, and the Result of what it read.
+func (Engine) Verify(ctx context.Context, s3 engine.S3, job engine.VerifyJob) (mover.Result, error) {
+	m, st, err := Verify(ctx, s3.Store, job.ArchiveKey, job.ManifestKey)
+	return result(m, st, job.ArchiveKey), err
+}
+
+// result is the Result of a restore or verify of archiveKey that read st.
+func result(m tarzstd.Manifest, st tarzstd.Stats, archiveKey string) mover.Result {
+	return mover.Result{ID: m.ID, ArchiveKey: archiveKey, Bytes: st.ArchiveBytes, SHA256: st.SHA256, Files: st.Files}
+}
+
+// Restore streams the backup (manifest first, then the archive) into job.TargetDir and checks
+// the archive's sha256, size and counts against the manifest. Nothing in the target is touched
+// until the backup has proven readable: manifest decoded and describing the archive, archive
+// present with the declared size and starting like a zstd stream. A failure says what state the
+// target was left in.
+func Restore(ctx context.Context, store ObjectReader, job engine.RestoreJob) (tarzstd.Manifest, tarzstd.Stats, error) {
+	prepared := false
+	m, st, err := readBackup(ctx, store, job.ArchiveKey, job.ManifestKey,
+		func() error {
+			err := engine.PrepareTarget(job.TargetDir, job.Overwrite)
+			prepared = err == nil
+			return err
+		},
+		func(r io.Reader) (tarzstd.Stats, error) {
+			return tarzstd.Read(ctx, r, job.TargetDir, tarzstd.ReadOptions{Chown: true, IgnoreChownEPERM: true})
+		})
+	if err != nil {
+		err = engine.RestoreFailed(err, prepared, job.Overwrite)
+	}
+	return m, st, err
+}
+
+// Verify downloads a backup and checks it against its manifest (sha256, size, counts) without
+// writing anything anywhere: what PVCBackup spec.verify runs after each backup.
+func Verify(ctx context.Context, store ObjectReader, archiveKey, manifestKey string) (tarzstd.Manifest, tarzstd.Stats, error) {
+	return readBackup(ctx, store, archiveKey, manifestKey, nil,
+		func(r io.Reader) (tarzstd.Stats, error) { return tarzstd.Check(ctx, r) })
+}
+
+// readBackup is what restore and verify share: fetch the manifest, prove the archive is there
+// (mover.CheckBackup) and readable (its first bytes), only then run prepare, stream the archive
+// into consume (archive.Read or archive.Check), and compare what consume saw with the manifest.
+// A missing object is BackupNotFound, a damaged or mismatching one VerificationFailed.
+func readBackup(ctx context.Context, store ObjectReader, archiveKey, manifestKey string, prepare func() error,
+	consume func(io.Reader) (tarzstd.Stats, error)) (tarzstd.Manifest, tarzstd.Stats, error) {
+	var st tarzstd.Stats
+	body, err := store.Get(ctx, manifestKey)
+	if err != nil {
+		if objectstore.IsNotFound(err) {
+			return tarzstd.Manifest{}, st, mover.Fail(mover.ReasonBackupNotFound, "manifest %s does not exist: the backup is incomplete or was pruned", manifestKey)
+		}
+		return tarzstd.Manifest{}, st, mover.Fail(mover.ReasonStorageFailed, "read manifest %s: %w", manifestKey, err)
+	}
+	m, err := mover.ReadManifest(body)
+	body.Close()
+	switch {
+	case errors.Is(err, mover.ErrBadManifest):
+		return m, st, mover.Fail(mover.ReasonVerificationFailed, "manifest %s: %w", manifestKey, err)
+	case err != nil:
+		return m, st, mover.Fail(mover.ReasonStorageFailed, "read manifest %s: %w", manifestKey, err)
+	}
+	size := int64(-1)
+	info, err := store.Stat(ctx, archiveKey)
+	switch {
+	case objectstore.IsNotFound(err):
+		return m, st, mover.Fail(mover.ReasonBackupNotFound, "archive %s does not exist: the backup is incomplete", archiveKey)
+	case err != nil:
+		return m, st, mover.Fail(mover.ReasonStorageFailed, "stat archive %s: %w", archiveKey, err)
+	default:
+		size = info.Size
+	}
+	if err := mover.CheckBackup(m, m.ID, archiveKey, size); err != nil {
+		return m, st, &mover.Error{Reason: mover.ReasonVerificationFailed, Err: err}
+	}
+	body, err = store.Get(ctx, archiveKey)
+	if err != nil {
+		if objectstore.IsNotFound(err) {
+			return m, st, mover.Fail(mover.ReasonBackupNotFound, "archive %s does not exist", archiveKey)
+		}
+		return m, st, mover.Fail(mover.ReasonStorageFailed, "read archive %s: %w", archiveKey, err)
+	}
+	defer body.Close()
+	br := bufio.NewReaderSize(body, 64<<10)
+	head, err := br.Peek(len(zstdMagic))
+	if err != nil {
+		return m, st, mover.Fail(mover.ReasonStorageFailed, "read archive %s: %w", archiveKey, err)
+	}
+	if !bytes.Equal(head, zstdMagic) {
+		return m, st, mover.Fail(mover.ReasonVerificationFailed, "archive %s is not a zstd stream (starts with %x)", archiveKey, head)
+	}
+	if prepare != nil {
+		if err := prepare(); err != nil {
+			return m, st, err
+		}
+	}
+	st, err = consume(br)
+	if err != nil {
+		switch {
+		case ctx.Err() != nil:
+			return m, st, mover.Fail(mover.ReasonInterrupted, "restore of %s interrupted: %w", archiveKey, err)
+		case tarzstd.IsTargetError(err):
+			return m, st, engine.TargetRefused(err)
+		case objectstore.IsNetworkError(err):
+			return m, st, mover.Fail(mover.ReasonStorageFailed, "download of archive %s failed: %w", archiveKey, err)
+		}
+		return m, st, mover.Fail(mover.ReasonVerificationFailed, "archive %s is damaged (%v)", archiveKey, err)
+	}
+	if err := m.Verify(st); err != nil {
+		return m, st, mover.Fail(mover.ReasonVerificationFailed, "archive %s does not match its manifest: %v", archiveKey, err)
+	}
+	return m, st, nil
+}

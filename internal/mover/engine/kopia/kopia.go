@@ -1,0 +1,128 @@
+// Package kopia is the mover's kopia engine: a backup is a snapshot in the PVCBackup's kopia
+// repository in the bucket (internal/kopiarepo) and a manifest that names it; a restore or verify
+// reads the snapshot the manifest names.
+package kopia
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"time"
+
+	"github.com/okgoes/okgoes-operator/internal/kopiarepo"
+	"github.com/okgoes/okgoes-operator/internal/mover"
+	"github.com/okgoes/okgoes-operator/internal/mover/engine"
+	"github.com/okgoes/okgoes-operator/internal/objectstore"
+)
+
+// name is the engine's name in a manifest and in the environment.
+const name = mover.EngineKopia
+
+// Engine is the kopia engine. Options say which repository and how to open it.
+type Engine struct {
+	Options Options
+	// Now is the clock of a backup (time.Now when nil): the day's slice of the sampled read and
+	// the times of the manifest and the maintenance follow it.
+	Now func() time.Time
+}
+
+// MaintenanceTimeout bounds the repository maintenance that follows a kopia backup. The backup
+// is complete (its manifest written) before maintenance starts, so a maintenance that runs out
+// of time costs only space, which the next run's maintenance picks up again.
+const MaintenanceTimeout = 30 * time.Minute
+
+// Tags of a snapshot the mover makes: the backup it belongs to and that backup's manifest. A
+// snapshot whose manifest is gone (pruned by the controller's retention, or never written
+// because the run failed after the upload) is deleted by the next backup (sweep).
+const (
+	tagBackup   = "backup"
+	tagManifest = "manifest"
+)
+
+// Store is what the kopia engine needs from S3 besides the repository itself: the
+// manifests and the progress report.
+type Store interface {
+	PutBytes(ctx context.Context, key string, data []byte, contentType string) error
+	Get(ctx context.Context, key string) (io.ReadCloser, error)
+	Stat(ctx context.Context, key string) (objectstore.ObjectInfo, error)
+	ListTop(ctx context.Context, prefix string) ([]objectstore.ObjectInfo, error)
+}
+
+// Options say where a PVCBackup's kopia repository is and how to open it.
+type Options struct {
+	Prefix          string // key prefix of the repository in the bucket
+	Password        string
+	CacheDir        string
+	CacheLimitBytes int64
+	// KeyDerivation is kopia's name of the key derivation of a repository the backup creates
+	// (mover.KeyDerivationScrypt or KeyDerivationPBKDF2); empty: kopia's default.
+	KeyDerivation string
+
+	guard kopiarepo.Guard // the idle watchdog of a run over the repository's S3 calls
+}
+
+// watched is o with the repository's S3 calls under the run's watchdog w (none when nil).
+func (o Options) watched(w *engine.Watch) Options {
+	if w != nil {
+		o.guard = kopiarepo.Guard{Abort: w.Stalled, Call: w.Activity.Call}
+	}
+	return o
+}
+
+// openRepo opens the repository of opts in the bucket of cfg, with the mover's Reasons on
+// failure. A connection for reading (restore, verify) never creates a repository, and caches
+// nothing on disk: it reads every chunk once.
+func openRepo(ctx context.Context, cfg objectstore.Config, opts Options, forReading bool) (*kopiarepo.Repo, error) {
+	r, err := kopiarepo.Open(ctx, kopiarepo.S3Config{Config: cfg, Prefix: opts.Prefix}, opts.Password,
+		kopiarepo.Options{CacheDir: opts.CacheDir, CacheLimitBytes: opts.CacheLimitBytes,
+			NoCreate: forReading, NoDiskCache: forReading, KeyDerivation: opts.KeyDerivation, Guard: opts.guard})
+	switch {
+	case err == nil:
+		return r, nil
+	case errors.Is(err, kopiarepo.ErrWrongPassword):
+		return nil, mover.Fail(mover.ReasonRepositoryPasswordWrong, "the repository password does not open the kopia repository at %s: "+
+			"the credentials Secret holds another password than the one the repository was created with", opts.Prefix)
+	case errors.Is(err, kopiarepo.ErrNotARepository):
+		return nil, mover.Fail(mover.ReasonNotARepository, "%s holds objects that are not a kopia repository: the operator neither uses nor overwrites them", opts.Prefix)
+	case errors.Is(err, kopiarepo.ErrNoRepository):
+		return nil, mover.Fail(mover.ReasonBackupNotFound, "there is no kopia repository at %s", opts.Prefix)
+	case kopiarepo.IsDamaged(err):
+		return nil, mover.Fail(mover.ReasonRepositoryDamaged, "the kopia repository at %s is damaged, it cannot be opened: %w; %s", opts.Prefix, err, repairAdvice)
+	}
+	return nil, mover.Fail(mover.ReasonStorageFailed, "open the kopia repository at %s: %w", opts.Prefix, err)
+}
+
+// FromEnv is the kopia engine of the environment: the repository's prefix, its password and
+// kopia's cache. A backup needs the prefix; a restore or verify reads the repository the
+// backup's manifest names.
+func FromEnv(getenv func(string) string, backup bool) (Engine, error) {
+	o, err := optionsFromEnv(getenv)
+	if err == nil && backup && o.Prefix == "" {
+		err = fmt.Errorf("missing environment: %s", mover.EnvKopiaPrefix)
+	}
+	return Engine{Options: o}, err
+}
+
+// optionsFromEnv reads the kopia variables of the environment.
+func optionsFromEnv(getenv func(string) string) (Options, error) {
+	o := Options{Prefix: getenv(mover.EnvKopiaPrefix), Password: getenv(mover.EnvKopiaPassword), CacheDir: getenv(mover.EnvKopiaCacheDir)}
+	if o.Password == "" {
+		return o, fmt.Errorf("missing environment: %s (the repository password)", mover.EnvKopiaPassword)
+	}
+	if s := getenv(mover.EnvKopiaCacheLimit); s != "" {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || n <= 0 {
+			return o, fmt.Errorf("%s: %q is not a positive number of bytes", mover.EnvKopiaCacheLimit, s)
+		}
+		o.CacheLimitBytes = n
+	}
+	switch o.KeyDerivation = getenv(mover.EnvKopiaKeyDerivation); o.KeyDerivation {
+	case "", mover.KeyDerivationScrypt, mover.KeyDerivationPBKDF2:
+	default:
+		return o, fmt.Errorf("%s: %q is not %s or %s", mover.EnvKopiaKeyDerivation, o.KeyDerivation,
+			mover.KeyDerivationScrypt, mover.KeyDerivationPBKDF2)
+	}
+	return o, nil
+}
