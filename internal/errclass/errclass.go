@@ -73,3 +73,40 @@ func Result(err error, requeue time.Duration) (ctrl.Result, error) {
 	}
 	return ctrl.Result{}, err
 }
+
+// Class is what the error of a reconcile says for the object's status.
+type Class int
+
+const (
+	// ClassNone: the reconcile succeeded.
+	ClassNone Class = iota
+	// ClassStalled: a StalledError; its reason and message are the condition's.
+	ClassStalled
+	// ClassWaiting: a WaitingError; its reason and message are the condition's.
+	ClassWaiting
+	// ClassTransient: any other error. The status keeps its last observation: the reconcile
+	// learned nothing new, and does not claim the generation was acted on.
+	ClassTransient
+)
+
+// Verdict is the class of a reconcile's error with the reason and message a condition shows
+// for it (empty for ClassNone and ClassTransient).
+type Verdict struct {
+	Class           Class
+	Reason, Message string
+}
+
+// Of classifies err for status: the one place a reconciler's status setter turns its error into
+// a condition's reason and message.
+func Of(err error) Verdict {
+	if err == nil {
+		return Verdict{Class: ClassNone}
+	}
+	if s, ok := AsStalled(err); ok {
+		return Verdict{Class: ClassStalled, Reason: s.Reason, Message: s.Message}
+	}
+	if w, ok := AsWaiting(err); ok {
+		return Verdict{Class: ClassWaiting, Reason: w.Reason, Message: w.Message}
+	}
+	return Verdict{Class: ClassTransient}
+}

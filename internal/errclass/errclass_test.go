@@ -35,3 +35,23 @@ func TestResult(t *testing.T) {
 		})
 	}
 }
+
+func TestOf(t *testing.T) {
+	wrapped := fmt.Errorf("check bucket: %w", Waiting("BucketNotFound", "bucket x does not exist", time.Second))
+	for _, tt := range []struct {
+		name string
+		err  error
+		want Verdict
+	}{
+		{"no error", nil, Verdict{Class: ClassNone}},
+		{"stalled", Stalled("InvalidSpec", "bad"), Verdict{ClassStalled, "InvalidSpec", "bad"}},
+		{"waiting, wrapped", wrapped, Verdict{ClassWaiting, "BucketNotFound", "bucket x does not exist"}},
+		{"anything else", errors.New("connection reset"), Verdict{Class: ClassTransient}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := Of(tt.err); got != tt.want {
+				t.Errorf("Of(%v) = %+v, want %+v", tt.err, got, tt.want)
+			}
+		})
+	}
+}

@@ -1,7 +1,6 @@
 package pvcbackup
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"net"
@@ -13,32 +12,11 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	storagev1 "github.com/okgoes/okgoes-operator/api/storage/v1"
 	"github.com/okgoes/okgoes-operator/controllers/storage/storagekit"
 	"github.com/okgoes/okgoes-operator/controllers/storage/storagetest"
 )
-
-// laggingJobs is a cache that has not relisted the Jobs (after an API server outage): Gets of
-// stale's key return stale, everything else is current.
-func laggingJobs(t *testing.T, stale *batchv1.Job) client.Client {
-	t.Helper()
-	live, err := client.NewWithWatch(cfg, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
-	key := client.ObjectKeyFromObject(stale)
-	return interceptor.NewClient(live, interceptor.Funcs{
-		Get: func(ctx context.Context, c client.WithWatch, k client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-			if dst, ok := obj.(*batchv1.Job); ok && k == key {
-				stale.DeepCopyInto(dst)
-				return nil
-			}
-			return c.Get(ctx, k, obj, opts...)
-		},
-	})
-}
 
 // A scheduled time comes while the cache still shows the run's Job running, though it ended (the
 // Jobs informer has not relisted after an API server outage): the tick is not counted as
@@ -61,7 +39,7 @@ func TestATickIsNotSkippedForARunWhoseJobEndedUnseen(t *testing.T) {
 
 	tick := pb.CreationTimestamp.Time.Truncate(time.Hour).Add(time.Hour)
 	w.Clock.Set(tick.Add(30 * time.Second))
-	w.r.Client = laggingJobs(t, stale)
+	w.r.Client = storagetest.LaggingCache(t, stale)
 	w.Reconcile(pb)
 	if pb.Status.SkippedSchedules != 0 {
 		t.Errorf("skippedSchedules = %d: the tick was counted as overlapping a run whose Job had ended", pb.Status.SkippedSchedules)
@@ -99,7 +77,7 @@ func TestARunIsRecordedAfterAnOutageWithoutWaitingForTheInformer(t *testing.T) {
 	w.FinishJob(job, true)
 
 	w.Clock.Set(w.Clock.Now().Add(storagekit.APIRetry))
-	w.r.Client = laggingJobs(t, stale)
+	w.r.Client = storagetest.LaggingCache(t, stale)
 	w.Reconcile(pb)
 	if pb.Status.LastRun == nil || pb.Status.LastRun.ID != runID || pb.Status.LastRun.Result != storagev1.RunSucceeded {
 		t.Fatalf("the run whose Job ended during the outage was not recorded: last %+v, active %+v", pb.Status.LastRun, pb.Status.ActiveRun)

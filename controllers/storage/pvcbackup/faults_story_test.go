@@ -38,10 +38,8 @@ func TestRetentionCountsOnlyCompleteBackups(t *testing.T) {
 	w := newWorld(t)
 	pb := w.Backup("kept", "@hourly")
 	pb.Spec.Retention = &storagev1.Retention{KeepLast: 2}
-	w.Create(pb)
-	w.Reconcile(pb)
+	first := w.CreateHourly(pb)
 	src := storagetest.Volume(t)
-	first := pb.CreationTimestamp.Time.Truncate(time.Hour).Add(time.Hour)
 	w.ScheduledRun(pb, first, 0, src)
 	w.ScheduledRun(pb, first, 1, src)
 	good := []string{pb.Status.History[1].ID, pb.Status.History[0].ID}
@@ -118,9 +116,7 @@ func TestLeftoversInTheBucketAreRemoved(t *testing.T) {
 	w := newWorld(t)
 	pb := w.Backup("tidy", "@hourly")
 	pb.Spec.DeletionPolicy = storagev1.DeletionDelete
-	w.Create(pb)
-	w.Reconcile(pb)
-	first := pb.CreationTimestamp.Time.Truncate(time.Hour).Add(time.Hour)
+	first := w.CreateHourly(pb)
 	orphan := storagekit.ArchiveKey(pb, "20200101T000000Z")
 	w.PutObject(orphan, []byte("an archive whose manifest a prune deleted"))
 	core := minio.Core{Client: w.S3}
@@ -161,9 +157,7 @@ func TestAHalfDonePruneIsFinishedLater(t *testing.T) {
 	w := newWorld(t)
 	pb := w.Backup("half", "@hourly")
 	pb.Spec.Retention = &storagev1.Retention{KeepLast: 1}
-	w.Create(pb)
-	w.Reconcile(pb)
-	first := pb.CreationTimestamp.Time.Truncate(time.Hour).Add(time.Hour)
+	first := w.CreateHourly(pb)
 	src := storagetest.Volume(t)
 	w.ScheduledRun(pb, first, 0, src)
 	old := pb.Status.LastRun.ID
@@ -274,9 +268,7 @@ func TestBackupStartedIsEmittedWhenRunsFollowEachOther(t *testing.T) {
 	events := newAPIEvents(t, w.NS)
 	w.r.Recorder = events
 	pb := w.Backup("chain", "@hourly")
-	w.Create(pb)
-	w.Reconcile(pb)
-	first := pb.CreationTimestamp.Time.Truncate(time.Hour).Add(time.Hour)
+	first := w.CreateHourly(pb)
 	w.Clock.Set(first.Add(time.Minute))
 	w.Reconcile(pb)
 	job := w.Job(pb)
@@ -306,9 +298,7 @@ func TestBackupStartedIsEmittedWhenRunsFollowEachOther(t *testing.T) {
 func TestAKilledMoversUploadIsRemovedByTheNextRun(t *testing.T) {
 	w := newWorld(t)
 	pb := w.Backup("killed", "@hourly")
-	w.Create(pb)
-	w.Reconcile(pb)
-	first := pb.CreationTimestamp.Time.Truncate(time.Hour).Add(time.Hour)
+	first := w.CreateHourly(pb)
 	dir := t.TempDir()
 	data := make([]byte, 128<<20)
 	if _, err := rand.Read(data); err != nil {

@@ -86,10 +86,7 @@ func TestKopiaManifestWithoutItsSnapshotTakesNoRetentionSlot(t *testing.T) {
 // and succeeds: every backup is listed restorable again, and the repository is healthy.
 func TestKopiaLostIndexBlobIsRebuiltByTheNextRun(t *testing.T) {
 	w := newWorld(t)
-	src := storagetest.Volume(t)
-	pb := w.KopiaBackup("app", "0 * * * *")
-	w.Create(pb)
-	first := pb.CreationTimestamp.Time
+	pb, src, first := w.KopiaStory("app")
 	w.KopiaRun(pb, first, 1, src)
 	one := pb.Status.LastRun.ID
 	if c := storagetest.Condition(pb, storagev1.ConditionRepositoryHealthy); c.Status != metav1.ConditionTrue {
@@ -132,10 +129,7 @@ func TestKopiaLostIndexBlobIsRebuiltByTheNextRun(t *testing.T) {
 // blobs), none is deleted, and the repository is healthy.
 func TestKopiaLostMetadataBlobIsHealedByTheNextRun(t *testing.T) {
 	w := newWorld(t)
-	src := storagetest.Volume(t)
-	pb := w.KopiaBackup("app", "0 * * * *")
-	w.Create(pb)
-	first := pb.CreationTimestamp.Time
+	pb, src, first := w.KopiaStory("app")
 	w.KopiaRun(pb, first, 1, src)
 	one := pb.Status.LastRun.ID
 	w.KopiaRun(pb, first, 2, src)
@@ -170,10 +164,7 @@ func TestKopiaLostMetadataBlobIsHealedByTheNextRun(t *testing.T) {
 // RepositoryHealthy is False/RepositoryDamaged naming the lost backup and what to do.
 func TestKopiaBackupWhoseSnapshotWasLostIsListedBroken(t *testing.T) {
 	w := newWorld(t)
-	src := storagetest.Volume(t)
-	pb := w.KopiaBackup("app", "0 * * * *")
-	w.Create(pb)
-	first := pb.CreationTimestamp.Time
+	pb, src, first := w.KopiaStory("app")
 	w.KopiaRun(pb, first, 1, src)
 	one := pb.Status.LastRun.ID
 	before := w.repositoryBlobs(pb, "q")

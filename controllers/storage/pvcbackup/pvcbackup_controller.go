@@ -18,7 +18,6 @@ import (
 	"github.com/robfig/cron/v3"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -27,7 +26,6 @@ import (
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 
 	storagev1 "github.com/okgoes/okgoes-operator/api/storage/v1"
@@ -127,7 +125,7 @@ func (r *PVCBackupReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 
 	if !pb.DeletionTimestamp.IsZero() {
 		err := r.reconcileDelete(ctx, s)
-		if perr := r.patchStatus(ctx, base, pb); perr != nil && err == nil {
+		if _, perr := r.patchStatus(ctx, base, pb); perr != nil && err == nil {
 			err = perr
 		}
 		return ctrl.Result{}, err
@@ -144,15 +142,13 @@ func (r *PVCBackupReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		r.reconcileActiveRun,
 		r.reconcileNextRun,
 	)
-	switch {
-	case storagekit.APIUnreachable(err):
-		// Not the work queue's growing backoff: try again soon, so that what happened during the
-		// outage is recorded right after it (apioutage.go). Nothing is written meanwhile.
-		r.Outages.Observe(s.now)
-		return ctrl.Result{RequeueAfter: storagekit.APIRetry}, nil
-	case errors.Is(err, storagekit.ErrStaleCache):
-		return ctrl.Result{RequeueAfter: storagekit.StaleCacheRetry}, nil
-	case errors.Is(err, errRunStarted):
+	if res, retry := r.Retry(s.now, err); retry {
+		// Not the work queue's growing backoff: try again soon, so that what happened during an
+		// outage is recorded right after it (apioutage.go), or from the newer copy on its way.
+		// Nothing is written meanwhile.
+		return res, nil
+	}
+	if errors.Is(err, errRunStarted) {
 		// The create event of the run's first object wakes the reconcile that records the run,
 		// behind the runs still to start (recordAfterStarts); this requeue is only the safety net,
 		// at the same low priority (a higher one would move the record ahead again).
@@ -161,18 +157,16 @@ func (r *PVCBackupReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	computeStatus(pb, s, err)
 	res, err := errclass.Result(err, s.requeue)
 	observeMetrics(pb, s) // before the write, so a reader of the new status sees matching gauges
-	perr := r.patchStatus(ctx, s.base, pb)
+	_, perr := r.patchStatus(ctx, s.base, pb)
+	if res, retry := r.Retry(s.now, perr); retry {
+		return res, nil // a stale copy (Conflict): its newer one is on its way; or an outage
+	}
 	switch {
 	case perr == nil && s.finished != nil:
 		observeFinishedRun(pb, s)
 		// The outcome is saved: come back soon to remove the run's objects (reconcileRunObjects)
 		// and start the next run if one is due; a status write wakes no reconcile.
 		res = shorter(res, time.Second)
-	case apierrors.IsConflict(perr):
-		return ctrl.Result{RequeueAfter: storagekit.StaleCacheRetry}, nil // a stale copy: its newer one is on its way
-	case storagekit.APIUnreachable(perr):
-		r.Outages.Observe(s.now)
-		return ctrl.Result{RequeueAfter: storagekit.APIRetry}, nil
 	case perr != nil && err == nil:
 		err = perr
 	}
@@ -227,10 +221,7 @@ func (r *PVCBackupReconciler) reconcileActiveRun(ctx context.Context, s *scope) 
 			return err
 		}
 		job = desiredBackupJob(pb, run, claim, r.MoverImage, storagekit.RemainingSeconds(runDeadline(pb, run), s.now))
-		if err := controllerutil.SetControllerReference(pb, job, r.Scheme()); err != nil {
-			return err
-		}
-		if err := r.Create(ctx, job); err != nil && !apierrors.IsAlreadyExists(err) {
+		if err := storagekit.CreateOnce(ctx, r.Client, pb, job); err != nil {
 			if apierrors.IsInvalid(err) {
 				return errclass.Stalled(storagekit.ReasonInvalidSpec, fmt.Sprintf("the API server rejected the mover Job built from the spec: %v", err))
 			}
@@ -333,10 +324,7 @@ func (r *PVCBackupReconciler) reconcileVerify(ctx context.Context, s *scope) (ve
 			return false, "", false, err
 		}
 		job = desiredVerifyJob(pb, run, r.MoverImage, storagekit.RemainingSeconds(runDeadline(pb, run), s.now))
-		if err := controllerutil.SetControllerReference(pb, job, r.Scheme()); err != nil {
-			return false, "", false, err
-		}
-		if err := r.Create(ctx, job); err != nil && !apierrors.IsAlreadyExists(err) {
+		if err := storagekit.CreateOnce(ctx, r.Client, pb, job); err != nil {
 			return false, "", false, fmt.Errorf("create verify Job: %w", err)
 		}
 		err = nil
@@ -625,22 +613,15 @@ func (s *startedRuns) pending(key types.NamespacedName, st *storagev1.PVCBackupS
 // (ensureFresh): a run recorded as finished, whose Job is gone, is never started again.
 var errRunStarted = errors.New("the run was started; the reconcile its first object wakes records it")
 
-// patchStatus writes the status computed in this reconcile, once, skipped when unchanged.
-func (r *PVCBackupReconciler) patchStatus(ctx context.Context, base, pb *storagev1.PVCBackup) error {
-	if equality.Semantic.DeepEqual(base.Status, pb.Status) {
-		return nil
+// patchStatus writes the status computed in this reconcile, once, skipped when unchanged
+// (storagekit.PatchStatus), and remembers the resourceVersion the API server answered with
+// (seenVersions): the reconciler's own write needs no uncached read to be proved current.
+func (r *PVCBackupReconciler) patchStatus(ctx context.Context, base, pb *storagev1.PVCBackup) (bool, error) {
+	written, err := storagekit.PatchStatus(ctx, r.Client, base, pb, func(pb *storagev1.PVCBackup) any { return pb.Status })
+	if written {
+		r.seen.Record(pb)
 	}
-	// Optimistic lock: a patch computed from a stale copy would keep the stored values of every
-	// field the stale copy agreed on; the API server refuses it (Conflict) instead.
-	err := r.Status().Patch(ctx, pb, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
-	if apierrors.IsNotFound(err) {
-		return nil // deleted meanwhile: nothing left to report on
-	}
-	if err != nil {
-		return fmt.Errorf("patch status: %w", err)
-	}
-	r.seen.Record(pb)
-	return nil
+	return written, err
 }
 
 // recordTransitions emits events when a run starts or ends and when Ready changes reason.

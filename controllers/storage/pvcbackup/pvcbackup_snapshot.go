@@ -11,7 +11,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	storagev1 "github.com/okgoes/okgoes-operator/api/storage/v1"
 	"github.com/okgoes/okgoes-operator/controllers/storage/storagekit"
@@ -63,10 +62,7 @@ func (r *PVCBackupReconciler) ensureSourceClaim(ctx context.Context, s *scope) (
 			Source:                  snapshotv1.VolumeSnapshotSource{PersistentVolumeClaimName: ptr.To(pb.Spec.PVCName)},
 			VolumeSnapshotClassName: ptr.To(class),
 		}
-		if err := controllerutil.SetControllerReference(pb, vs, r.Scheme()); err != nil {
-			return "", err
-		}
-		if err := r.Create(ctx, vs); err != nil && !apierrors.IsAlreadyExists(err) {
+		if err := storagekit.CreateOnce(ctx, r.Client, pb, vs); err != nil {
 			return "", fmt.Errorf("create VolumeSnapshot: %w", err)
 		}
 		s.stage = ReasonSnapshotPending
@@ -106,10 +102,7 @@ func (r *PVCBackupReconciler) ensureSourceClaim(ctx context.Context, s *scope) (
 			return "", err
 		}
 		tmp := desiredSnapshotClaim(pb, run, name, source, vs)
-		if err := controllerutil.SetControllerReference(pb, tmp, r.Scheme()); err != nil {
-			return "", err
-		}
-		if err := r.Create(ctx, tmp); err != nil && !apierrors.IsAlreadyExists(err) {
+		if err := storagekit.CreateOnce(ctx, r.Client, pb, tmp); err != nil {
 			return "", fmt.Errorf("create PVC from snapshot: %w", err)
 		}
 	} else if err != nil {

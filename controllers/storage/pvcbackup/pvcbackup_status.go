@@ -58,36 +58,27 @@ func computeStatus(pb *storagev1.PVCBackup, s *scope, err error) {
 		st.NextBackup = ""
 	}
 
-	stalled, isStalled := errclass.AsStalled(err)
-	waiting, isWaiting := errclass.AsWaiting(err)
-	switch {
-	case isStalled:
-		set(storagev1.ConditionReady, metav1.ConditionFalse, stalled.Reason, stalled.Message)
-	case isWaiting:
-		set(storagev1.ConditionReady, metav1.ConditionFalse, waiting.Reason, waiting.Message)
-	case err != nil:
+	verdict := errclass.Of(err)
+	switch verdict.Class {
+	case errclass.ClassStalled, errclass.ClassWaiting:
+		set(storagev1.ConditionReady, metav1.ConditionFalse, verdict.Reason, verdict.Message)
+	case errclass.ClassTransient:
 		// Transient: keep the last observation, do not claim this generation was acted on.
 		return
-	case st.LastRun != nil && st.LastRun.Result == storagev1.RunFailed && st.ActiveRun == nil:
-		set(storagev1.ConditionReady, metav1.ConditionFalse, ReasonBackupFailed,
-			fmt.Sprintf("backup %s failed%s: %s", st.LastRun.ID, inParens(st.LastRun.Reason), st.LastRun.Message))
-	case st.LastRun != nil && st.LastRun.Verified != nil && !*st.LastRun.Verified && st.ActiveRun == nil:
-		set(storagev1.ConditionReady, metav1.ConditionFalse, storagekit.ReasonVerificationFailed,
-			fmt.Sprintf("backup %s was written but does not verify: %s", st.LastRun.ID, st.LastRun.VerificationMessage))
 	default:
-		msg := "next backup at " + st.NextBackup
-		if pb.Spec.Suspend {
-			msg = "suspended"
-		}
-		set(storagev1.ConditionReady, metav1.ConditionTrue, ReasonScheduled, msg)
+		setReadyFromRuns(pb, set)
 	}
 	st.ObservedGeneration = pb.Generation
 	if s.engine != "" {
 		st.Engine = s.engine
 	}
-
 	repositoryCondition(pb, set)
+	setRunningCondition(pb, s, set)
+}
 
+// setRunningCondition is Running: the stage of the active run, or what the last one did.
+func setRunningCondition(pb *storagev1.PVCBackup, s *scope, set func(t string, status metav1.ConditionStatus, reason, msg string)) {
+	st := &pb.Status
 	switch {
 	case st.ActiveRun != nil:
 		reason := s.stage
@@ -111,6 +102,25 @@ func computeStatus(pb *storagev1.PVCBackup, s *scope, err error) {
 			fmt.Sprintf("backup %s: %d bytes, sha256 %s", st.LastRun.ID, st.LastRun.Bytes, st.LastRun.SHA256))
 	default:
 		set(storagev1.ConditionRunning, metav1.ConditionFalse, ReasonFailed, fmt.Sprintf("backup %s%s: %s", st.LastRun.ID, inParens(st.LastRun.Reason), st.LastRun.Message))
+	}
+}
+
+// setReadyFromRuns is Ready when the reconcile found nothing wrong: what the last run says.
+func setReadyFromRuns(pb *storagev1.PVCBackup, set func(t string, status metav1.ConditionStatus, reason, msg string)) {
+	st := &pb.Status
+	switch {
+	case st.LastRun != nil && st.LastRun.Result == storagev1.RunFailed && st.ActiveRun == nil:
+		set(storagev1.ConditionReady, metav1.ConditionFalse, ReasonBackupFailed,
+			fmt.Sprintf("backup %s failed%s: %s", st.LastRun.ID, inParens(st.LastRun.Reason), st.LastRun.Message))
+	case st.LastRun != nil && st.LastRun.Verified != nil && !*st.LastRun.Verified && st.ActiveRun == nil:
+		set(storagev1.ConditionReady, metav1.ConditionFalse, storagekit.ReasonVerificationFailed,
+			fmt.Sprintf("backup %s was written but does not verify: %s", st.LastRun.ID, st.LastRun.VerificationMessage))
+	default:
+		msg := "next backup at " + st.NextBackup
+		if pb.Spec.Suspend {
+			msg = "suspended"
+		}
+		set(storagev1.ConditionReady, metav1.ConditionTrue, ReasonScheduled, msg)
 	}
 }
 

@@ -96,9 +96,7 @@ func TestScheduledBackupLandsInMinIO(t *testing.T) {
 func TestDowntimeCatchesUpOnceAndOverlapIsSkipped(t *testing.T) {
 	w := newWorld(t)
 	pb := w.Backup("hourly", "@hourly")
-	w.Create(pb)
-	w.Reconcile(pb)
-	first := pb.CreationTimestamp.Time.Truncate(time.Hour).Add(time.Hour)
+	first := w.CreateHourly(pb)
 
 	// The operator was down for five ticks: exactly one catch-up run, for the latest tick.
 	w.Clock.Set(first.Add(4*time.Hour + 10*time.Minute))

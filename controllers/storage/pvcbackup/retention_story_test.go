@@ -14,10 +14,8 @@ func TestTenRunsWithKeepLastThreeLeaveThree(t *testing.T) {
 	w := newWorld(t)
 	pb := w.Backup("rotating", "@hourly")
 	pb.Spec.Retention = &storagev1.Retention{KeepLast: 3}
-	w.Create(pb)
-	w.Reconcile(pb)
+	first := w.CreateHourly(pb)
 	src := storagetest.Volume(t)
-	first := pb.CreationTimestamp.Time.Truncate(time.Hour).Add(time.Hour)
 	for i := range 10 {
 		w.ScheduledRun(pb, first, i, src)
 	}

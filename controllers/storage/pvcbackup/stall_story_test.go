@@ -27,9 +27,7 @@ func TestAStalledRunSaysSo(t *testing.T) {
 	w := newWorld(t)
 	pb := w.Backup("frozen", "@hourly")
 	pb.Spec.Mover = &storagev1.MoverOptions{StorageIdleTimeout: &metav1.Duration{Duration: 90 * time.Second}}
-	w.Create(pb)
-	w.Reconcile(pb)
-	first := pb.CreationTimestamp.Time.Truncate(time.Hour).Add(time.Hour)
+	first := w.CreateHourly(pb)
 	w.Clock.Set(first.Add(time.Minute))
 	w.Reconcile(pb)
 	job := w.Job(pb)

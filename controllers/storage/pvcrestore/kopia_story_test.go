@@ -84,10 +84,7 @@ func TestKopiaBackupsPrunedRestoredThroughTheController(t *testing.T) {
 // forever): restoring latest restores the newest good backup, and the manifest is broken.
 func TestKopiaManifestFromTheFutureIsNotLatest(t *testing.T) {
 	w := newWorld(t)
-	src := storagetest.Volume(t)
-	pb := w.KopiaBackup("app", "0 * * * *")
-	w.Create(pb)
-	first := pb.CreationTimestamp.Time
+	pb, src, first := w.KopiaStory("app")
 	w.Must(os.WriteFile(filepath.Join(src, "README"), []byte("first"), 0o644))
 	w.KopiaRun(pb, first, 1, src)
 	w.Must(os.WriteFile(filepath.Join(src, "README"), []byte("second"), 0o644))
@@ -120,10 +117,7 @@ func TestKopiaManifestFromTheFutureIsNotLatest(t *testing.T) {
 // newer one it passed over.
 func TestKopiaManifestNewerThanTheLastCheckIsNotLatest(t *testing.T) {
 	w := newWorld(t)
-	src := storagetest.Volume(t)
-	pb := w.KopiaBackup("app", "0 * * * *")
-	w.Create(pb)
-	first := pb.CreationTimestamp.Time
+	pb, src, first := w.KopiaStory("app")
 	w.KopiaRun(pb, first, 1, src)
 	good := pb.Status.LastRun.ID
 	unchecked := storagekit.RunID(first.Add(90*time.Minute), false)

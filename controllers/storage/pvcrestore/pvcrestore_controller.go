@@ -13,7 +13,6 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -21,7 +20,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	storagev1 "github.com/okgoes/okgoes-operator/api/storage/v1"
@@ -103,31 +101,25 @@ func (r *PVCRestoreReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	base := pr.DeepCopy()
 	s := &restoreScope{restore: pr, now: r.Clock.Now()}
 	err := phase.Run(ctx, s, r.resolveSource, r.resolveTarget, r.runJob)
-	switch {
-	case storagekit.APIUnreachable(err):
-		r.Outages.Observe(s.now)
-		return ctrl.Result{RequeueAfter: storagekit.APIRetry}, nil // apioutage.go
-	case errors.Is(err, storagekit.ErrStaleCache):
-		return ctrl.Result{RequeueAfter: storagekit.StaleCacheRetry}, nil
-	case errors.Is(err, errFinished):
+	if res, retry := r.Retry(s.now, err); retry {
+		return res, nil // an outage (apioutage.go), or a stale copy whose newer one is on its way
+	}
+	if errors.Is(err, errFinished) {
 		err = nil
 	}
 	computeRestoreStatus(pr, s, err)
 	res, err := errclass.Result(err, s.requeue)
-	if !equality.Semantic.DeepEqual(base.Status, pr.Status) {
-		if perr := r.Status().Patch(ctx, pr, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); perr != nil {
-			if apierrors.IsConflict(perr) {
-				return ctrl.Result{RequeueAfter: storagekit.StaleCacheRetry}, nil // a stale copy: its newer one is on its way
-			}
-			if storagekit.APIUnreachable(perr) {
-				r.Outages.Observe(s.now)
-				return ctrl.Result{RequeueAfter: storagekit.APIRetry}, nil
-			}
-			if err == nil {
-				err = fmt.Errorf("patch status: %w", perr)
-			}
-			return res, err
+	written, perr := storagekit.PatchStatus(ctx, r.Client, base, pr, func(pr *storagev1.PVCRestore) any { return pr.Status })
+	if res, retry := r.Retry(s.now, perr); retry {
+		return res, nil
+	}
+	if perr != nil {
+		if err == nil {
+			err = perr
 		}
+		return res, err
+	}
+	if written {
 		r.recordRestoreTransition(base, pr, s)
 		if s.result != nil {
 			// The outcome is saved: come back to remove the Job (status writes wake no reconcile).
@@ -254,7 +246,7 @@ func (r *PVCRestoreReconciler) resolveTarget(ctx context.Context, s *restoreScop
 		if err := r.checkNewPVCSize(ctx, s); err != nil {
 			return err
 		}
-		if err := r.Create(ctx, desiredRestorePVC(pr)); err != nil && !apierrors.IsAlreadyExists(err) {
+		if err := storagekit.CreateOnce(ctx, r.Client, nil, desiredRestorePVC(pr)); err != nil {
 			if apierrors.IsInvalid(err) {
 				return s.finish(storagev1.RestoreFailed, storagekit.ReasonInvalidSpec, fmt.Sprintf("the API server rejected target.newPVC: %v", err))
 			}
@@ -317,10 +309,7 @@ func (r *PVCRestoreReconciler) runJob(ctx context.Context, s *restoreScope) erro
 		}
 		deadline := pr.Status.StartTime.Add(time.Duration(pr.Spec.Mover.Deadline()) * time.Second)
 		job = desiredRestoreJob(s.source, s.prefix, pr, r.MoverImage, storagekit.RemainingSeconds(deadline, s.now))
-		if err := controllerutil.SetControllerReference(pr, job, r.Scheme()); err != nil {
-			return err
-		}
-		if err := r.Create(ctx, job); err != nil && !apierrors.IsAlreadyExists(err) {
+		if err := storagekit.CreateOnce(ctx, r.Client, pr, job); err != nil {
 			if apierrors.IsInvalid(err) {
 				return s.finish(storagev1.RestoreFailed, storagekit.ReasonInvalidSpec, fmt.Sprintf("the API server rejected the mover Job: %v", err))
 			}
@@ -412,8 +401,7 @@ func computeRestoreStatus(pr *storagev1.PVCRestore, s *restoreScope, err error) 
 		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: storagev1.ConditionComplete, Status: status,
 			Reason: reason, Message: msg, ObservedGeneration: pr.Generation})
 	}
-	stalled, isStalled := errclass.AsStalled(err)
-	waiting, isWaiting := errclass.AsWaiting(err)
+	verdict := errclass.Of(err)
 	switch {
 	case s.result != nil:
 		st.Phase = s.result.phase
@@ -422,13 +410,13 @@ func computeRestoreStatus(pr *storagev1.PVCRestore, s *restoreScope, err error) 
 			st.Duration = s.now.Sub(st.StartTime.Time).Round(time.Second).String()
 		}
 		set(metav1.ConditionTrue, s.result.reason, s.result.message)
-	case isStalled:
+	case verdict.Class == errclass.ClassStalled:
 		st.Phase = storagev1.RestoreFailed
-		set(metav1.ConditionTrue, stalled.Reason, stalled.Message)
-	case isWaiting:
+		set(metav1.ConditionTrue, verdict.Reason, verdict.Message)
+	case verdict.Class == errclass.ClassWaiting:
 		st.Phase = storagev1.RestorePending
-		set(metav1.ConditionFalse, waiting.Reason, waiting.Message)
-	case err != nil:
+		set(metav1.ConditionFalse, verdict.Reason, verdict.Message)
+	case verdict.Class == errclass.ClassTransient:
 		return // transient: keep the last observation
 	case s.waiting != "":
 		st.Phase = storagev1.RestoreRestoring

@@ -5,7 +5,6 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/minio/minio-go/v7"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -138,13 +137,7 @@ func TestRestoreOfADamagedBackupFailsVerification(t *testing.T) {
 	w := newWorld(t)
 	pb := w.backupNow("app", storagetest.Volume(t))
 	key := pb.Status.LastRun.ObjectKey
-	obj, err := w.S3.GetObject(testCtx, storagetest.Bucket, key, minio.GetObjectOptions{})
-	w.Must(err)
-	data, err := storagetest.ReadAll(obj)
-	w.Must(err)
-	data[len(data)/2] ^= 0x20
-	_, err = w.S3.PutObject(testCtx, storagetest.Bucket, key, storagetest.BytesReader(data), int64(len(data)), minio.PutObjectOptions{})
-	w.Must(err)
+	w.FlipBits(key, 0x20)
 
 	pr := newRestore(w.NS, "bad", "app")
 	w.Must(k8s.Create(testCtx, pr))

@@ -52,3 +52,16 @@ func FailStatusOnce(obj client.Object) (client.Client, *atomic.Int32) {
 	})
 	return c, &failures
 }
+
+// FlipBits damages the object key in the bucket: the byte in its middle is XORed with mask, its
+// size stays the same.
+func (w *World) FlipBits(key string, mask byte) {
+	w.T.Helper()
+	obj, err := w.S3.GetObject(Ctx, Bucket, key, minio.GetObjectOptions{})
+	w.Must(err)
+	data, err := ReadAll(obj)
+	w.Must(err)
+	data[len(data)/2] ^= mask
+	_, err = w.S3.PutObject(Ctx, Bucket, key, BytesReader(data), int64(len(data)), minio.PutObjectOptions{})
+	w.Must(err)
+}

@@ -58,3 +58,14 @@ func BrokenProblem(pb *storagev1.PVCBackup, id string) string {
 	}
 	return ""
 }
+
+// KopiaStory creates the kopia PVCBackup name, hourly, over a fresh Volume: the start of a kopia
+// story. It returns the PVCBackup, the volume's directory and the creation time the story's runs
+// count their hours from (KopiaRun).
+func (w *World) KopiaStory(name string) (pb *storagev1.PVCBackup, src string, first time.Time) {
+	w.T.Helper()
+	src = Volume(w.T)
+	pb = w.KopiaBackup(name, "0 * * * *")
+	w.Create(pb)
+	return pb, src, pb.CreationTimestamp.Time
+}

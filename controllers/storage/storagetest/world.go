@@ -360,3 +360,12 @@ func (w *World) KopiaBackup(name, schedule string) *storagev1.PVCBackup {
 	pb.Spec.Engine = ""
 	return pb
 }
+
+// CreateHourly creates the PVCBackup pb (an @hourly one), reconciles it once, and returns its
+// first scheduled time: the next full hour after its creation.
+func (w *World) CreateHourly(pb *storagev1.PVCBackup) time.Time {
+	w.T.Helper()
+	w.Create(pb)
+	w.Reconcile(pb)
+	return pb.CreationTimestamp.Time.Truncate(time.Hour).Add(time.Hour)
+}
