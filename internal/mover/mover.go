@@ -25,9 +25,9 @@ const (
 	// allocatable memory).
 	EnvMemoryLimit = "MOVER_MEMORY_LIMIT"
 
-	// EnvEngine names the engine: EngineKopia, or EngineArchive (also when empty). A backup
-	// stores with it; a restore or verify reads with it, and the controller sets it from the
-	// backup's manifest.
+	// EnvEngine names the engine (one of the Engine constants below; empty: the archive
+	// engine). A backup stores with it; a restore or verify reads with it, and the controller
+	// sets it from the backup's manifest.
 	EnvEngine = "MOVER_ENGINE"
 
 	EnvArchiveKey  = "BACKUP_ARCHIVE_KEY"

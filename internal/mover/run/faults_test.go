@@ -133,14 +133,7 @@ func TestFrozenStorageEndsTheUploadAfterTheIdleTimeout(t *testing.T) {
 	os.WriteFile(filepath.Join(src, "blob"), big, 0o600)
 	e, m := setup(t, src)
 	e[EnvIdleTimeout] = "2s"
-	cfg, err := ConfigFromEnv(e.get)
-	if err != nil {
-		t.Fatal(err)
-	}
-	store, err := objectstore.New(cfg.Store)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg, store := storeOf(t, e)
 	fs := &freezingStore{Store: store, freeze: func() {
 		m.Freeze()
 		time.AfterFunc(6*time.Second, m.Thaw)

@@ -15,7 +15,6 @@ import (
 	. "github.com/okgoes/okgoes-operator/internal/mover"
 	"github.com/okgoes/okgoes-operator/internal/mover/engine"
 	"github.com/okgoes/okgoes-operator/internal/mover/engine/kopia"
-	"github.com/okgoes/okgoes-operator/internal/objectstore"
 )
 
 // The faults of issue 30 that a repository must heal from: one blob of the repository lost or
@@ -286,14 +285,7 @@ func TestKopiaCorruptPackIsHealedWithinTheSamplingPeriod(t *testing.T) {
 		t.Helper()
 		nextRun(e, day.Add(time.Duration(run)*24*time.Hour).Format("20060102T150405Z"))
 		e[EnvKopiaCacheDir] = t.TempDir()
-		cfg, err := ConfigFromEnv(e.get)
-		if err != nil {
-			t.Fatal(err)
-		}
-		store, err := objectstore.New(cfg.Store)
-		if err != nil {
-			t.Fatal(err)
-		}
+		cfg, store := storeOf(t, e)
 		clock := day.Add(time.Duration(run) * 24 * time.Hour)
 		eng := cfg.Engine.(kopia.Engine)
 		eng.Now = func() time.Time { return clock }
@@ -307,11 +299,7 @@ func TestKopiaCorruptPackIsHealedWithinTheSamplingPeriod(t *testing.T) {
 	// without dropping anything (spec.verify would).
 	verified := func() bool {
 		t.Helper()
-		r, err := kopiarepo.Open(ctx, kopiarepo.S3Config{Config: objectstore.Config{Endpoint: m.Endpoint, Bucket: "backups", Insecure: true,
-			AccessKey: m.AccessKey, SecretKey: m.SecretKey}, Prefix: "ns/app/kopia"}, kopiaTestPassword, kopiarepo.Options{NoCreate: true, NoDiskCache: true})
-		if err != nil {
-			t.Fatal(err)
-		}
+		r := openTestRepo(t, m, kopiarepo.Options{NoCreate: true, NoDiskCache: true})
 		defer r.Close(ctx)
 		snaps, err := r.List(ctx)
 		if err != nil {

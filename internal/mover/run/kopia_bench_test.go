@@ -10,14 +10,13 @@ import (
 	"time"
 
 	. "github.com/okgoes/okgoes-operator/internal/mover"
-	"github.com/okgoes/okgoes-operator/internal/objectstore"
 )
 
 // The kopia engine's benchmarks, on the volume of issue 12: BENCH_GIB GiB (default 1) of 1 MiB
 // files of incompressible data. Each mover runs as a child process, so that its peak RSS is the
 // kernel's count:
 //
-//	go test ./internal/mover/ -run '^$' -bench Kopia -benchtime 1x
+//	go test ./internal/mover/run/ -run '^$' -bench Kopia -benchtime 1x
 //
 // BenchmarkMoverKopiaBackup is the first backup into a new repository, BenchmarkMoverKopiaIncremental
 // the backup after 10 files were rewritten, BenchmarkMoverKopiaRestore a restore into an empty
@@ -51,14 +50,7 @@ func kopiaBenchEnv(b *testing.B, dir string, run int) env {
 
 // uploaded is the size of everything under prefix in the bench bucket.
 func uploaded(b *testing.B, e env, prefix string) int64 {
-	cfg, err := ConfigFromEnv(e.get)
-	if err != nil {
-		b.Fatal(err)
-	}
-	st, err := objectstore.New(cfg.Store)
-	if err != nil {
-		b.Fatal(err)
-	}
+	_, st := storeOf(b, e)
 	objs, err := st.List(context.Background(), prefix)
 	if err != nil {
 		b.Fatal(err)
@@ -118,28 +110,17 @@ func BenchmarkMoverKopiaRestore(b *testing.B) {
 	e := kopiaBenchEnv(b, dir, 0)
 	runChild(b, "mover", e) // the backup to restore, untimed
 	b.SetBytes(size)
-	var rss int64
-	for b.Loop() {
-		b.StopTimer()
-		target := b.TempDir()
-		e[EnvTargetDir] = target
+	benchmarkRestores(b, e, func() {
 		e[EnvKopiaCacheDir] = b.TempDir() // a new pod: nothing cached
-		b.StartTimer()
-		_, r := runChild(b, "restore", e)
-		rss = max(rss, r)
-		b.StopTimer()
-		os.RemoveAll(target)
-		b.StartTimer()
-	}
-	b.ReportMetric(float64(rss)/(1<<20), "peakRSS-MiB")
+	})
 }
 
 // BenchmarkMoverKopiaCleanRestore times a Clean restore into a target that holds a file, which
 // reads the whole backup back before it empties the target (proveBeforeClean), against a
 // restore into an empty target, interleaved; it reports both and the ratio:
 //
-//	go test ./internal/mover/ -run '^$' -bench KopiaCleanRestore -benchtime 3x
-//	BENCH_SMALL_FILES=200000 go test ./internal/mover/ -run '^$' -bench KopiaCleanRestore -benchtime 2x
+//	go test ./internal/mover/run/ -run '^$' -bench KopiaCleanRestore -benchtime 3x
+//	BENCH_SMALL_FILES=200000 go test ./internal/mover/run/ -run '^$' -bench KopiaCleanRestore -benchtime 2x
 //
 // BENCH_SMALL_FILES=n backs up n files of 4 KiB (1,000 a directory) instead of BENCH_GIB.
 // smallFilesVolume writes n (a decimal string) files of 4 KiB of random data, 1,000 a directory.

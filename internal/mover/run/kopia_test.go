@@ -25,6 +25,17 @@ const kopiaTestPassword = "correct horse battery staple"
 
 // kopiaSetup is setup for the kopia engine: the mover environment of a PVCBackup whose
 // repository is ns/app/kopia.
+// openTestRepo opens the repository of kopiaSetup in MinIO m, as a new pod would.
+func openTestRepo(t *testing.T, m *testenv.MinIO, opts kopiarepo.Options) *kopiarepo.Repo {
+	t.Helper()
+	r, err := kopiarepo.Open(context.Background(), kopiarepo.S3Config{Config: objectstore.Config{Endpoint: m.Endpoint, Bucket: "backups", Insecure: true,
+		AccessKey: m.AccessKey, SecretKey: m.SecretKey}, Prefix: "ns/app/kopia"}, kopiaTestPassword, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
 func kopiaSetup(t *testing.T, source string) (env, *testenv.MinIO, *minio.Client) {
 	t.Helper()
 	e, m := setup(t, source)
@@ -285,11 +296,7 @@ func TestKopiaBackupSweepsSnapshotsWhoseManifestIsGone(t *testing.T) {
 			}
 		}
 	}
-	r, err := kopiarepo.Open(ctx, kopiarepo.S3Config{Config: objectstore.Config{Endpoint: m.Endpoint, Bucket: "backups", Insecure: true,
-		AccessKey: m.AccessKey, SecretKey: m.SecretKey}, Prefix: "ns/app/kopia"}, kopiaTestPassword, kopiarepo.Options{NoCreate: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := openTestRepo(t, m, kopiarepo.Options{NoCreate: true})
 	defer r.Close(ctx)
 	snaps, err := r.List(ctx)
 	if err != nil {

@@ -49,6 +49,20 @@ func setup(t testing.TB, source string) (env, *testenv.MinIO) {
 	}, m
 }
 
+// storeOf is the Config of the environment e and a store of its bucket.
+func storeOf(t testing.TB, e env) (Config, *objectstore.Store) {
+	t.Helper()
+	cfg, err := ConfigFromEnv(e.get)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := objectstore.New(cfg.Store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg, store
+}
+
 func TestBackupThenVerifyFromMinIO(t *testing.T) {
 	src := t.TempDir()
 	data := make([]byte, 12<<20) // several parts
@@ -68,11 +82,7 @@ func TestBackupThenVerifyFromMinIO(t *testing.T) {
 		t.Errorf("termination log %s does not match %+v", raw, res)
 	}
 
-	cfg, _ := ConfigFromEnv(e.get)
-	store, err := objectstore.New(cfg.Store)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, store := storeOf(t, e)
 	mr, err := store.Get(context.Background(), e[EnvManifestKey])
 	if err != nil {
 		t.Fatal(err)
@@ -141,7 +151,7 @@ func TestFailedBackupLeavesNoManifest(t *testing.T) {
 // The benchmarks below compare `mover backup` with a plain minio-go PutObject of the same bytes,
 // both run as child processes so their peak RSS can be read from the kernel:
 //
-//	go test ./internal/mover/ -run '^$' -bench . -benchtime 1x
+//	go test ./internal/mover/run/ -run '^$' -bench . -benchtime 1x
 //
 // BENCH_GIB sets the volume size (default 1).
 
@@ -255,11 +265,18 @@ func BenchmarkMoverRestore(b *testing.B) {
 	e[EnvPartSize] = fmt.Sprint(DefaultPartSize)
 	runChild(b, "mover", e) // the backup to restore, untimed
 	b.SetBytes(size)
+	benchmarkRestores(b, e, func() {})
+}
+
+// benchmarkRestores times restores of the backup of e into empty targets, each in a child
+// process after newPod (untimed), and reports their peak RSS.
+func benchmarkRestores(b *testing.B, e env, newPod func()) {
 	var rss int64
-	for i := 0; i < b.N; i++ {
+	for b.Loop() {
 		b.StopTimer()
 		target := b.TempDir()
 		e[EnvTargetDir] = target
+		newPod()
 		b.StartTimer()
 		_, r := runChild(b, "restore", e)
 		rss = max(rss, r)
