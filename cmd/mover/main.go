@@ -1,8 +1,9 @@
-// Command mover is the program of the backup, restore and verify Jobs (`/mover backup|restore|verify`),
-// configured only through its environment (internal/mover lists the variables; internal/mover/run runs the command). It is a binary of
-// its own, beside /manager in the operator's image, because it starts once per run: it links none
-// of the Kubernetes client libraries, whose package initialisation alone took 0.18 s of CPU and
-// 48 MiB of memory in every run when the mover was `manager mover`.
+// Command mover is the program of the backup, restore and verify Jobs
+// (`/mover backup|restore|verify`), configured only through its environment (internal/mover
+// lists the variables; internal/mover/run runs the command). It is a binary of its own, beside
+// /manager in the operator's image, because it starts once per run: it links none of the
+// Kubernetes client libraries, whose package initialisation alone took 0.18 s of CPU and 48 MiB
+// of memory in every run when the mover was `manager mover`.
 package main
 
 import (
@@ -27,8 +28,9 @@ func main() {
 	os.Exit(runCommand(os.Args[1]))
 }
 
-// runCommand runs a mover command. SIGTERM (the Job's activeDeadlineSeconds, an eviction, a deletion)
-// cancels it, so that it aborts its upload and reports Interrupted before the kubelet's SIGKILL.
+// runCommand runs a mover command. SIGTERM (the Job's activeDeadlineSeconds, an eviction, a
+// deletion) cancels it, so that it aborts its upload and reports Interrupted before the
+// kubelet's SIGKILL.
 func runCommand(command string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()

@@ -2,6 +2,7 @@ package run
 
 import (
 	"context"
+	"errors"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -59,6 +60,27 @@ func TestEveryCommandRefusesAnUnknownEngine(t *testing.T) {
 	} {
 		if res.Result != Failed || res.Reason != ReasonInvalidConfig || !strings.Contains(res.Message, "restic") {
 			t.Errorf("%s with %s=restic: %+v, want InvalidConfig naming the engine", name, EnvEngine, res)
+		}
+	}
+}
+
+// A failed run reports its Reason and what identifies the backup, never counts an engine
+// gathered before it failed; a success is the engine's Result, marked Succeeded.
+func TestResultOf(t *testing.T) {
+	engines := Result{ID: "20261203T020000Z", ArchiveKey: "ns/app/x.tar.zst", SnapshotID: "k1", Bytes: 10, Files: 2, SHA256: "ab"}
+	stalled := Fail(ReasonStorageStalled, "S3 made no progress")
+	for _, tt := range []struct {
+		err  error
+		want Result
+	}{
+		{nil, Result{Result: Succeeded, ID: "20261203T020000Z", ArchiveKey: "ns/app/x.tar.zst", SnapshotID: "k1", Bytes: 10, Files: 2, SHA256: "ab"}},
+		{stalled, Result{Result: Failed, Reason: ReasonStorageStalled, Message: "S3 made no progress",
+			ID: "20261203T020000Z", ArchiveKey: "ns/app/x.tar.zst", SnapshotID: "k1"}},
+		{errors.New("connection reset"), Result{Result: Failed, Reason: ReasonStorageFailed, Message: "connection reset",
+			ID: "20261203T020000Z", ArchiveKey: "ns/app/x.tar.zst", SnapshotID: "k1"}},
+	} {
+		if got := resultOf(engines, tt.err); got != tt.want {
+			t.Errorf("resultOf(%v) = %+v, want %+v", tt.err, got, tt.want)
 		}
 	}
 }
