@@ -19,7 +19,7 @@ const (
 )
 
 // Annotations on the first object of a run (its Job, or its VolumeSnapshot): what the status
-// records of the run when it starts. A run is started before it is recorded (reconcileNextRun);
+// records of the run when it starts. A run is started before it is recorded (pvcbackup: runStarted);
 // the reconcile that records it reads them back (adoptStartedRun).
 const (
 	AnnotationScheduledTime = "storage.okgoes.com/scheduled-time"
