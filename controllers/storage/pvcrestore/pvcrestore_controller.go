@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	storagev1 "github.com/okgoes/okgoes-operator/api/storage/v1"
 	"github.com/okgoes/okgoes-operator/controllers/storage/storagekit"
@@ -464,10 +465,14 @@ func (r *PVCRestoreReconciler) SetupWithManager(mgr ctrl.Manager, opts storageki
 	if err := r.Check(); err != nil {
 		return err
 	}
+	var rec reconcile.Reconciler = r
+	if opts.Wrap != nil {
+		rec = opts.Wrap(r)
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&storagev1.PVCRestore{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Owns(&batchv1.Job{}).
 		WithOptions(controller.Options{MaxConcurrentReconciles: opts.MaxConcurrentReconciles, RateLimiter: flowcontrol.RateLimiter()}).
 		Named("pvcrestore").
-		Complete(r)
+		Complete(rec)
 }

@@ -84,7 +84,7 @@ func (d Deps) Check() error {
 	return nil
 }
 
-// Options tune the PVCBackup controller.
+// Options tune the PVCBackup and PVCRestore controllers.
 type Options struct {
 	MaxConcurrentReconciles int
 	// Wrap, when set, wraps the reconciler (instrumentation, e.g. counting reconciles in tests).
