@@ -25,9 +25,7 @@ import (
 func TestATickIsNotSkippedForARunWhoseJobEndedUnseen(t *testing.T) {
 	w := newWorld(t)
 	pb := w.Backup("hourly", "0 * * * *")
-	pb.Spec.Trigger = &storagev1.Trigger{Manual: "now"}
-	w.Create(pb)
-	w.Reconcile(pb)
+	w.StartManual(pb, "now")
 	job := w.Job(pb)
 	stale, runID := job.DeepCopy(), pb.Status.ActiveRun.ID
 	res := w.RunMover(job, storagetest.Volume(t))
@@ -57,9 +55,7 @@ func TestATickIsNotSkippedForARunWhoseJobEndedUnseen(t *testing.T) {
 func TestARunIsRecordedAfterAnOutageWithoutWaitingForTheInformer(t *testing.T) {
 	w := newWorld(t)
 	pb := w.Backup("daily", "@daily")
-	pb.Spec.Trigger = &storagev1.Trigger{Manual: "now"}
-	w.Create(pb)
-	w.Reconcile(pb)
+	w.StartManual(pb, "now")
 	job := w.Job(pb)
 	stale, runID := job.DeepCopy(), pb.Status.ActiveRun.ID
 

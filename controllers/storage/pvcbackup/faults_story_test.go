@@ -84,9 +84,7 @@ func TestRetentionCountsOnlyCompleteBackups(t *testing.T) {
 func TestBackupOutcomeIsSavedBeforeItsJobIsDeleted(t *testing.T) {
 	w := newWorld(t)
 	pb := w.Backup("app", "@daily")
-	pb.Spec.Trigger = &storagev1.Trigger{Manual: "once"}
-	w.Create(pb)
-	w.Reconcile(pb)
+	w.StartManual(pb, "once")
 	job := w.Job(pb)
 	if res := w.RunMover(job, storagetest.Volume(t)); !res.Succeeded() {
 		t.Fatal(res)

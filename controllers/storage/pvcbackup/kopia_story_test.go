@@ -52,11 +52,7 @@ func TestKopiaKeyDerivationThroughTheController(t *testing.T) {
 // reported broken (not deleted) and the good older backup is kept.
 func TestKopiaManifestWithoutItsSnapshotTakesNoRetentionSlot(t *testing.T) {
 	w := newWorld(t)
-	src := storagetest.Volume(t)
-	pb := w.KopiaBackup("app", "0 * * * *")
-	pb.Spec.Retention = &storagev1.Retention{KeepLast: 2}
-	w.Create(pb)
-	first := pb.CreationTimestamp.Time
+	pb, src, first := w.KopiaStory("app", func(pb *storagev1.PVCBackup) { pb.Spec.Retention = &storagev1.Retention{KeepLast: 2} })
 	if res := w.KopiaRun(pb, first, 1, src); !res.Succeeded() {
 		t.Fatalf("run 1: %+v", res)
 	}

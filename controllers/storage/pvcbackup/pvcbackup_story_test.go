@@ -208,9 +208,7 @@ func TestDeletionPolicyDeleteRemovesBackupsEvenWithoutBucket(t *testing.T) {
 	w := newWorld(t)
 	pb := w.Backup("ephemeral", "@hourly")
 	pb.Spec.DeletionPolicy = storagev1.DeletionDelete
-	pb.Spec.Trigger = &storagev1.Trigger{Manual: "first"}
-	w.Create(pb)
-	w.Reconcile(pb)
+	w.StartManual(pb, "first")
 	if !storagetest.ControllerutilContains(pb, finalizer) || pb.Status.ActiveRun == nil || !pb.Status.ActiveRun.Manual {
 		t.Fatalf("finalizer %v, manual run %+v", pb.Finalizers, pb.Status.ActiveRun)
 	}
@@ -279,5 +277,32 @@ func TestMissingDependenciesShowBeforeTheFirstRun(t *testing.T) {
 	w.Reconcile(pb)
 	if c := storagetest.Condition(pb, storagev1.ConditionReady); c.Reason != ReasonPVCNotFound {
 		t.Errorf("after the PVC went away: Ready = %+v", c)
+	}
+}
+
+func TestTenRunsWithKeepLastThreeLeaveThree(t *testing.T) {
+	w := newWorld(t)
+	pb := w.Backup("rotating", "@hourly")
+	pb.Spec.Retention = &storagev1.Retention{KeepLast: 3}
+	first := w.CreateHourly(pb)
+	src := storagetest.Volume(t)
+	for i := range 10 {
+		w.ScheduledRun(pb, first, i, src)
+	}
+	keys := w.Keys(storagekit.BackupPrefix(pb))
+	if len(keys) != 6 {
+		t.Fatalf("%d objects after 10 runs with keepLast 3, want 3 archives + 3 manifests: %v", len(keys), keys)
+	}
+	if len(pb.Status.Backups) != 3 {
+		t.Fatalf("status.backups: %+v", pb.Status.Backups)
+	}
+	for i, b := range pb.Status.Backups { // the newest three, newest first
+		want := first.Add(time.Duration(9-i) * time.Hour).UTC().Format("20060102T150405Z")
+		if b.ID != want || !strings.Contains(strings.Join(keys, " "), b.ID+".manifest.json") {
+			t.Errorf("backups[%d] = %s, want %s (in %v)", i, b.ID, want, keys)
+		}
+	}
+	if len(pb.Status.History) != 10 || pb.Status.MissedSchedules != 0 {
+		t.Errorf("history %d, missed %d", len(pb.Status.History), pb.Status.MissedSchedules)
 	}
 }

@@ -253,9 +253,7 @@ func TestNoSecondRunStartsBeforeTheFirstIsSeen(t *testing.T) {
 func TestAFinishedBackupRunIsNotStartedAgainFromAStaleCache(t *testing.T) {
 	w := newWorld(t)
 	pb := w.Backup("app", "@daily")
-	pb.Spec.Trigger = &storagev1.Trigger{Manual: "once"}
-	w.Create(pb)
-	w.Reconcile(pb)
+	w.StartManual(pb, "once")
 	stale := pb.DeepCopy() // the run is active, its Job running
 	job := w.Job(pb)
 	if res := w.RunMover(job, storagetest.Volume(t)); res.Result != "Succeeded" {

@@ -112,9 +112,7 @@ func TestTheOneDefaultSnapshotClassOfTheDriverIsUsed(t *testing.T) {
 	pb := w.Backup("snap-default", "@hourly")
 	pb.Spec.PVCName = "app"
 	pb.Spec.Snapshot = &storagev1.SnapshotOptions{}
-	pb.Spec.Trigger = &storagev1.Trigger{Manual: "now"}
-	w.Create(pb)
-	w.Reconcile(pb)
+	w.StartManual(pb, "now")
 	vs := w.snapshots()
 	if len(vs) != 1 || ptr.Deref(vs[0].Spec.VolumeSnapshotClassName, "") != w.NS+"-default" {
 		t.Fatalf("snapshots %+v, want one of class %s-default", vs, w.NS)
@@ -128,9 +126,7 @@ func TestANamedSnapshotClassMustExistAndBeThePVCsDriver(t *testing.T) {
 	pb := w.Backup("snap-named", "@hourly")
 	pb.Spec.PVCName = "app"
 	pb.Spec.Snapshot = &storagev1.SnapshotOptions{VolumeSnapshotClassName: w.NS + "-missing"}
-	pb.Spec.Trigger = &storagev1.Trigger{Manual: "now"}
-	w.Create(pb)
-	w.Reconcile(pb)
+	w.StartManual(pb, "now")
 	c := storagetest.Condition(pb, storagev1.ConditionReady)
 	if c.Reason != ReasonSnapshotClassNotFound || !strings.Contains(c.Message, `VolumeSnapshotClass "`+w.NS+`-missing" named by spec.snapshot.volumeSnapshotClassName does not exist`) {
 		t.Fatalf("Ready = %+v", c)

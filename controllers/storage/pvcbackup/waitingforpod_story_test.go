@@ -24,9 +24,7 @@ func TestABackupWhosePodIsRefusedWaitsForItsPod(t *testing.T) {
 	w := newWorld(t)
 	w.RefuseAllPods()
 	pb := w.Backup("quota", "@daily")
-	pb.Spec.Trigger = &storagev1.Trigger{Manual: "once"}
-	w.Create(pb)
-	w.Reconcile(pb)
+	w.StartManual(pb, "once")
 	job := w.Job(pb)
 	if c := storagetest.Condition(pb, storagev1.ConditionRunning); c.Reason != storagekit.ReasonWaitingForPod || !strings.Contains(c.Message, "has no pod yet") {
 		t.Errorf("Running right after the start, no pod yet: %+v, want WaitingForPod saying the Job has no pod yet", c)

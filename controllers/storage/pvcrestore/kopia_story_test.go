@@ -22,11 +22,7 @@ import (
 // and the next run's mover deletes its snapshot; a restore of "latest" gives the tree back.
 func TestKopiaBackupsPrunedRestoredThroughTheController(t *testing.T) {
 	w := newWorld(t)
-	src := storagetest.Volume(t)
-	pb := w.KopiaBackup("app", "0 * * * *")
-	pb.Spec.Retention = &storagev1.Retention{KeepLast: 2}
-	w.Create(pb)
-	first := pb.CreationTimestamp.Time
+	pb, src, first := w.KopiaStory("app", func(pb *storagev1.PVCBackup) { pb.Spec.Retention = &storagev1.Retention{KeepLast: 2} })
 
 	var snaps []string
 	for i := 1; i <= 4; i++ {

@@ -22,9 +22,7 @@ import (
 func (w *world) backupNow(name, dir string) *storagev1.PVCBackup {
 	w.T.Helper()
 	pb := w.Backup(name, "@daily")
-	pb.Spec.Trigger = &storagev1.Trigger{Manual: "once"}
-	w.Create(pb)
-	w.Reconcile(pb)
+	w.StartManual(pb, "once")
 	job := w.Job(pb)
 	if res := w.RunMover(job, dir); res.Result != "Succeeded" {
 		w.T.Fatalf("backup: %+v", res)

@@ -59,13 +59,16 @@ func BrokenProblem(pb *storagev1.PVCBackup, id string) string {
 	return ""
 }
 
-// KopiaStory creates the kopia PVCBackup name, hourly, over a fresh Volume: the start of a kopia
-// story. It returns the PVCBackup, the volume's directory and the creation time the story's runs
-// count their hours from (KopiaRun).
-func (w *World) KopiaStory(name string) (pb *storagev1.PVCBackup, src string, first time.Time) {
+// KopiaStory creates the kopia PVCBackup name, hourly, over a fresh Volume, with edits applied
+// to its spec: the start of a kopia story. It returns the PVCBackup, the volume's directory and
+// the creation time the story's runs count their hours from (KopiaRun).
+func (w *World) KopiaStory(name string, edits ...func(*storagev1.PVCBackup)) (pb *storagev1.PVCBackup, src string, first time.Time) {
 	w.T.Helper()
 	src = Volume(w.T)
 	pb = w.KopiaBackup(name, "0 * * * *")
+	for _, edit := range edits {
+		edit(pb)
+	}
 	w.Create(pb)
 	return pb, src, pb.CreationTimestamp.Time
 }

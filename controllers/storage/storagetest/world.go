@@ -369,3 +369,12 @@ func (w *World) CreateHourly(pb *storagev1.PVCBackup) time.Time {
 	w.Reconcile(pb)
 	return pb.CreationTimestamp.Time.Truncate(time.Hour).Add(time.Hour)
 }
+
+// StartManual creates pb with the manual trigger manual and reconciles it: the manual run
+// starts (and is recorded, Reconcile).
+func (w *World) StartManual(pb *storagev1.PVCBackup, manual string) {
+	w.T.Helper()
+	pb.Spec.Trigger = &storagev1.Trigger{Manual: manual}
+	w.Create(pb)
+	w.Reconcile(pb)
+}
