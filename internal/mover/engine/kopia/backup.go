@@ -43,59 +43,96 @@ func (e Engine) Backup(ctx context.Context, s3 engine.S3, job engine.BackupJob) 
 	return result(m, kb), nil
 }
 
-// backup is Backup of the repository opts names, its manifest and what it did besides.
+// backupRun is one kopia backup: what its phases share.
+type backupRun struct {
+	ctx    context.Context // the caller's (ends on SIGTERM); the phases' own is w.Ctx
+	w      *engine.Watch
+	r      *kopiarepo.Repo
+	store  Store
+	prefix string
+	job    engine.BackupJob
+	now    func() time.Time
+	start  time.Time
+	out    kopiaBackup
+}
+
+// backup is Backup of the repository opts names: its phases in order, the manifest it wrote and
+// what it did besides.
 func backup(ctx context.Context, store Store, cfg objectstore.Config, opts Options, job engine.BackupJob, now func() time.Time) (archive.Manifest, kopiaBackup, error) {
-	start := now()
-	var out kopiaBackup
-	prefix := opts.Prefix
+	b := &backupRun{ctx: ctx, store: store, prefix: opts.Prefix, job: job, now: now, start: now()}
 	// The idle watchdog runs until the repository is closed (the defers run in reverse). A stall
-	// cancels the backup (uctx) and ends every S3 call of the repository (w.Stalled, the Guard),
+	// cancels the backup (w.Ctx) and ends every S3 call of the repository (w.Stalled, the Guard),
 	// closing included: kopia flushes its log blobs there under a context nothing cancels.
-	w := engine.WatchRun(ctx, job.Idle())
-	defer w.Stop()
-	uctx, act := w.Ctx, w.Activity
-	opts.guard = kopiarepo.Guard{Abort: w.Stalled, Call: act.Call}
-	failed := func(err error, reason mover.Reason, format string, args ...any) error {
-		switch {
-		case w.HasStalled():
-			return mover.Fail(mover.ReasonStorageStalled, "kopia repository %s: nothing moved for %v (S3 frozen or network stalled); the backup was abandoned",
-				prefix, w.Idle)
-		case ctx.Err() != nil:
-			return mover.Fail(mover.ReasonInterrupted, "backup interrupted (%v) after %v", context.Cause(ctx), now().Sub(start).Round(time.Second))
-		}
-		var f *mover.Error
-		if errors.As(err, &f) {
-			return err
-		}
-		return mover.Fail(reason, format+": %w", append(args, err)...)
-	}
+	b.w = engine.WatchRun(ctx, job.Idle())
+	defer b.w.Stop()
+	opts.guard = kopiarepo.Guard{Abort: b.w.Stalled, Call: b.w.Activity.Call}
 
 	// List the volume while the repository opens: the key derivation keeps one core busy.
 	ahead := kopiarepo.ReadAhead(job.SourceDir)
 	defer ahead.Stop()
-	r, err := openRepo(uctx, cfg, opts, false)
-	if err != nil {
-		return archive.Manifest{}, out, failed(err, mover.ReasonStorageFailed, "open")
+	var err error
+	if b.r, err = openRepo(b.w.Ctx, cfg, opts, false); err != nil {
+		return archive.Manifest{}, b.out, b.failed(err, mover.ReasonStorageFailed, "open")
 	}
-	defer r.Close(context.WithoutCancel(ctx)) //nolint:errcheck // nothing to save: the manifest decided
+	defer b.r.Close(context.WithoutCancel(ctx)) //nolint:errcheck // nothing to save: the manifest decided
 
-	act.Touch(-1)
-	healed, err := r.Heal(uctx, kopiarepo.HealOptions{Now: now(), Progress: act.Touch})
-	if err != nil {
-		return archive.Manifest{}, out, failed(err, mover.ReasonStorageFailed, "check the kopia repository at %s before the backup", prefix)
+	if err := b.heal(); err != nil {
+		return archive.Manifest{}, b.out, err
 	}
-	out.sampledBytes = healed.ReadBytes
+	snap, last, err := b.snapshot(ahead)
+	if err != nil {
+		return archive.Manifest{}, b.out, err
+	}
+	m, err := b.writeManifest(snap)
+	if err != nil {
+		return archive.Manifest{}, b.out, err
+	}
+	b.cleanUp(snap.ID, last)
+	return m, b.out, nil
+}
+
+// failed is the error of a phase that failed with err: StorageStalled when the watchdog ended
+// the run, Interrupted when the caller did, err itself when it carries a Reason, or reason.
+func (b *backupRun) failed(err error, reason mover.Reason, format string, args ...any) error {
+	switch {
+	case b.w.HasStalled():
+		return mover.Fail(mover.ReasonStorageStalled, "kopia repository %s: nothing moved for %v (S3 frozen or network stalled); the backup was abandoned",
+			b.prefix, b.w.Idle)
+	case b.ctx.Err() != nil:
+		return mover.Fail(mover.ReasonInterrupted, "backup interrupted (%v) after %v", context.Cause(b.ctx), b.now().Sub(b.start).Round(time.Second))
+	}
+	var f *mover.Error
+	if errors.As(err, &f) {
+		return err
+	}
+	return mover.Fail(reason, format+": %w", append(args, err)...)
+}
+
+// heal reads back the day's sample of the repository and repairs what it can before the backup
+// reads the volume (kopiarepo.Repo.Heal).
+func (b *backupRun) heal() error {
+	b.w.Activity.Touch(-1)
+	healed, err := b.r.Heal(b.w.Ctx, kopiarepo.HealOptions{Now: b.now(), Progress: b.w.Activity.Touch})
+	if err != nil {
+		return b.failed(err, mover.ReasonStorageFailed, "check the kopia repository at %s before the backup", b.prefix)
+	}
+	b.out.sampledBytes = healed.ReadBytes
 	fmt.Fprintf(os.Stderr, "mover: read back %d packs (%d bytes) of the kopia repository before the backup\n", healed.ReadPacks, healed.ReadBytes)
-	if out.repair = healed.String(); out.repair != "" {
-		fmt.Fprintln(os.Stderr, "mover: repaired the kopia repository:", out.repair)
+	if b.out.repair = healed.String(); b.out.repair != "" {
+		fmt.Fprintln(os.Stderr, "mover: repaired the kopia repository:", b.out.repair)
 	}
+	return nil
+}
 
+// snapshot reads the volume into a snapshot of the repository, reporting its Progress; it
+// returns the snapshot and the last Progress (nil when none was reported).
+func (b *backupRun) snapshot(ahead *kopiarepo.Listing) (kopiarepo.SnapshotInfo, *mover.Progress, error) {
+	act, job := b.w.Activity, b.job
 	act.Touch(-1)
-	reporter := engine.NewProgressReporter(uctx, store, job.ProgressKey, job.ProgressEvery)
+	reporter := engine.NewProgressReporter(b.w.Ctx, b.store, job.ProgressKey, job.ProgressEvery)
 	var last atomic.Pointer[mover.Progress]
-	source := job.Namespace + "/" + job.PVC
-	snap, err := r.Backup(uctx, job.SourceDir, kopiarepo.BackupOptions{
-		Source:      source,
+	snap, err := b.r.Backup(b.w.Ctx, job.SourceDir, kopiarepo.BackupOptions{
+		Source:      b.source(),
 		Description: "okgoes-operator backup " + job.ID,
 		Tags:        map[string]string{tagBackup: job.ID, tagManifest: job.ManifestKey},
 		ReadAhead:   ahead,
@@ -109,63 +146,77 @@ func backup(ctx context.Context, store Store, cfg objectstore.Config, opts Optio
 	})
 	reporter.Stop()
 	if err != nil {
-		if kopiarepo.IsDamaged(err) && uctx.Err() == nil && !errors.Is(err, kopiarepo.ErrStorage) {
-			return archive.Manifest{}, out, repositoryDamaged(ctx, r, store, prefix, job, now, err)
+		if kopiarepo.IsDamaged(err) && b.w.Ctx.Err() == nil && !errors.Is(err, kopiarepo.ErrStorage) {
+			return snap, nil, repositoryDamaged(b.ctx, b.r, b.store, b.prefix, job, b.now, err)
 		}
-		if backupFailureReason(ctx, err) == mover.ReasonVolumeReadFailed {
-			return archive.Manifest{}, out, mover.Fail(mover.ReasonVolumeReadFailed, "read volume %s: %w", job.SourceDir, err)
+		if backupFailureReason(b.ctx, err) == mover.ReasonVolumeReadFailed {
+			return snap, nil, mover.Fail(mover.ReasonVolumeReadFailed, "read volume %s: %w", job.SourceDir, err)
 		}
-		return archive.Manifest{}, out, failed(err, mover.ReasonStorageFailed, "kopia backup of %s", job.SourceDir)
+		return snap, nil, b.failed(err, mover.ReasonStorageFailed, "kopia backup of %s", job.SourceDir)
 	}
+	return snap, last.Load(), nil
+}
 
+// source is the snapshot source of the backup: the PVC it reads.
+func (b *backupRun) source() string { return b.job.Namespace + "/" + b.job.PVC }
+
+// writeManifest writes the manifest that makes snap a backup.
+func (b *backupRun) writeManifest(snap kopiarepo.SnapshotInfo) (archive.Manifest, error) {
+	job := b.job
 	m := archive.Manifest{FormatVersion: archive.FormatVersion, ID: job.ID, Engine: name,
 		Files: int64(snap.Files), Dirs: int64(snap.Dirs), Symlinks: int64(snap.Symlinks), ContentBytes: snap.TotalBytes, Skipped: int64(snap.Skipped),
-		Kopia: &archive.KopiaSnapshot{Repository: prefix, SnapshotID: snap.ID, Source: source, UploadedBytes: snap.UploadedBytes}}
+		Kopia: &archive.KopiaSnapshot{Repository: b.prefix, SnapshotID: snap.ID, Source: b.source(), UploadedBytes: snap.UploadedBytes}}
 	m.Source.Namespace, m.Source.PVC = job.Namespace, job.PVC
-	m.ScheduledTime, m.StartTime, m.CompletionTime = job.ScheduledTime.UTC(), start.UTC(), now().UTC()
+	m.ScheduledTime, m.StartTime, m.CompletionTime = job.ScheduledTime.UTC(), b.start.UTC(), b.now().UTC()
 	m.OperatorVersion = job.OperatorVersion
 	data, err := json.MarshalIndent(m, "", "  ")
 	if err != nil {
-		return archive.Manifest{}, out, err
+		return archive.Manifest{}, err
 	}
-	act.Touch(-1)
-	if err := act.Do(func() error { return store.PutBytes(uctx, job.ManifestKey, data, "application/json") }); err != nil {
-		return archive.Manifest{}, out, failed(err, mover.ReasonStorageFailed, "write manifest %s", job.ManifestKey)
+	b.w.Activity.Touch(-1)
+	if err := b.w.Activity.Do(func() error { return b.store.PutBytes(b.w.Ctx, job.ManifestKey, data, "application/json") }); err != nil {
+		return archive.Manifest{}, b.failed(err, mover.ReasonStorageFailed, "write manifest %s", job.ManifestKey)
 	}
+	return m, nil
+}
 
-	// Clean-up, bounded (by MaintenanceTimeout, and by the idle watchdog) and never fatal.
-	act.Touch(-1)
-	mctx, mcancel := context.WithTimeout(ctx, MaintenanceTimeout)
+// cleanUp runs after the backup is made (its manifest written): it records the repository's
+// health, deletes the snapshots whose manifests are gone (except keep, the new one) and runs the
+// maintenance that is due. Bounded (by MaintenanceTimeout, and by the idle watchdog) and never
+// fatal: what fails is reported in out.maintenanceError. last is the backup's last Progress,
+// reported on while it runs.
+func (b *backupRun) cleanUp(keep string, last *mover.Progress) {
+	b.w.Activity.Touch(-1)
+	mctx, mcancel := context.WithTimeout(b.ctx, MaintenanceTimeout)
 	defer mcancel()
-	defer context.AfterFunc(w.Stalled, mcancel)()
+	defer context.AfterFunc(b.w.Stalled, mcancel)()
 	maintained := mover.Progress{Phase: "maintenance"}
-	if p := last.Load(); p != nil {
-		maintained = *p
+	if last != nil {
+		maintained = *last
 		maintained.Phase = "maintenance"
 	}
-	stopReports := engine.KeepReporting(engine.NewProgressReporter(mctx, store, job.ProgressKey, job.ProgressEvery), func() mover.Progress { return maintained })
+	stopReports := engine.KeepReporting(engine.NewProgressReporter(mctx, b.store, b.job.ProgressKey, b.job.ProgressEvery), func() mover.Progress { return maintained })
 	defer stopReports()
 	var problems []error
-	health, err := checkRepository(mctx, r, store, prefix, job, now) // a failed record write still sweeps what it listed
+	health, err := checkRepository(mctx, b.r, b.store, b.prefix, b.job, b.now) // a failed record write still sweeps what it listed
 	if err != nil {
 		problems = append(problems, err)
 	}
-	if err := sweep(mctx, r, store, health, source, snap.ID); err != nil {
+	if err := sweep(mctx, b.r, b.store, health, b.source(), keep); err != nil {
 		problems = append(problems, err)
 	}
-	out.damage = damageMessage(prefix, health)
-	out.maintenance, err = r.AutoMaintenance(mctx)
+	b.out.damage = damageMessage(b.prefix, health)
+	b.out.maintenance, err = b.r.AutoMaintenance(mctx)
 	if err != nil {
 		problems = append(problems, err)
 	}
-	out.repo, err = r.Info(mctx)
+	b.out.repo, err = b.r.Info(mctx)
 	if err != nil {
 		problems = append(problems, err)
 	}
 	if len(problems) > 0 {
-		out.maintenanceError = errors.Join(problems...).Error()
+		b.out.maintenanceError = errors.Join(problems...).Error()
 	}
-	return m, out, nil
 }
 
 // backupFailureReason is the side a failed kopia backup blames, decided here once: S3 when one
