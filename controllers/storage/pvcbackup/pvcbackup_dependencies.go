@@ -7,7 +7,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	storagev1 "github.com/okgoes/okgoes-operator/api/storage/v1"
 	"github.com/okgoes/okgoes-operator/controllers/storage/storagekit"
 	"github.com/okgoes/okgoes-operator/internal/archive"
 	"github.com/okgoes/okgoes-operator/internal/errclass"
@@ -49,7 +48,7 @@ func (r *PVCBackupReconciler) checkDependencies(ctx context.Context, s *scope, c
 		return err
 	}
 	if !checkBucket {
-		if pb.Spec.Engine == storagev1.EngineKopia {
+		if storagekit.EngineFor(pb.Spec.Engine).NeedsPassword() {
 			return s.passwordErr
 		}
 		return nil
@@ -66,7 +65,7 @@ func (r *PVCBackupReconciler) checkDependencies(ctx context.Context, s *scope, c
 	if s.engine, err = r.resolveEngine(ctx, s); err != nil {
 		return err
 	}
-	if s.engine == storagev1.EngineKopia {
+	if storagekit.EngineFor(s.engine).NeedsPassword() {
 		return s.passwordErr
 	}
 	return nil

@@ -25,17 +25,11 @@ func desiredBackupJob(pb *storagev1.PVCBackup, run *storagev1.ActiveRun, claim, 
 		{Name: mover.EnvScheduledTime, Value: run.ScheduledTime.UTC().Format(time.RFC3339)},
 		{Name: mover.EnvProgressKey, Value: storagekit.ProgressKey(storagekit.BackupPrefix(pb), run.ID)},
 	}
-	kopia := run.Engine == storagev1.EngineKopia
-	if kopia {
-		env = append(env, storagekit.KopiaEnv(storagekit.BackupSource(pb), storagekit.BackupPrefix(pb))...)
-		env = append(env, corev1.EnvVar{Name: mover.EnvKopiaRecordKey, Value: storagekit.RepositoryRecordKey(storagekit.BackupPrefix(pb))})
-		if kd := storagekit.KeyDerivation(pb.Spec.Kopia); kd != "" {
-			env = append(env, corev1.EnvVar{Name: mover.EnvKopiaKeyDerivation, Value: kd})
-		}
-	}
+	engine := storagekit.EngineFor(run.Engine)
+	env = append(env, engine.BackupEnv(storagekit.BackupSource(pb), storagekit.BackupPrefix(pb), pb.Spec.Kopia)...)
 	job := storagekit.DesiredMoverJob(storagekit.BackupSource(pb), image, storagekit.MoverJob{
 		Name: storagekit.RunObjectName(pb, run), Labels: labels, Command: "backup", Claim: claim, ReadOnly: true, Options: pb.Spec.Mover,
-		Deadline: deadline, Env: env, KopiaCache: kopia,
+		Deadline: deadline, Env: env, KopiaCache: engine.MoverCache(),
 	})
 	job.Annotations = storagekit.RunAnnotations(pb, run)
 	return job
@@ -46,16 +40,10 @@ func desiredBackupJob(pb *storagev1.PVCBackup, run *storagev1.ActiveRun, claim, 
 func desiredVerifyJob(pb *storagev1.PVCBackup, run *storagev1.ActiveRun, image string, deadline int64) *batchv1.Job {
 	labels := runLabels(pb, run)
 	labels["app.kubernetes.io/component"] = "backup-verifier"
-	env := []corev1.EnvVar{
-		{Name: mover.EnvArchiveKey, Value: storagekit.ArchiveKey(pb, run.ID)},
-		{Name: mover.EnvManifestKey, Value: storagekit.ManifestKey(pb, run.ID)},
-	}
-	kopia := run.Engine == storagev1.EngineKopia
-	if kopia {
-		env = append(env[1:], storagekit.KopiaEnv(storagekit.BackupSource(pb), storagekit.BackupPrefix(pb))...)
-	}
+	engine := storagekit.EngineFor(run.Engine)
+	env := engine.VerifyEnv(storagekit.BackupSource(pb), storagekit.BackupPrefix(pb), run.ID)
 	return storagekit.DesiredMoverJob(storagekit.BackupSource(pb), image, storagekit.MoverJob{
 		Name: storagekit.VerifyJobName(pb, run), Labels: labels, Command: "verify", Options: pb.Spec.Mover, Deadline: deadline,
-		Env: env, KopiaCache: kopia,
+		Env: env, KopiaCache: engine.MoverCache(),
 	})
 }

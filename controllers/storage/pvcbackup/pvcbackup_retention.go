@@ -80,10 +80,10 @@ func (r *PVCBackupReconciler) tidy(ctx context.Context, s *scope, prune bool) er
 	}
 	pb.Status.Backups = nil
 	for _, b := range keep[:min(len(keep), maxListedBackups)] {
-		ref := storagev1.BackupRef{ID: b.ID, Time: metav1.NewTime(b.Time), ObjectKey: storagekit.ArchiveKey(pb, b.ID), Engine: storagev1.EngineArchive}
-		if m := manifests[b.ID]; m.Engine == mover.EngineKopia {
-			ref.ObjectKey, ref.Engine, ref.SnapshotID = storagekit.ManifestKey(pb, b.ID), storagev1.EngineKopia, m.Kopia.SnapshotID
-		}
+		m := manifests[b.ID]
+		engine := storagekit.ManifestEngine(m)
+		ref := storagev1.BackupRef{ID: b.ID, Time: metav1.NewTime(b.Time), ObjectKey: engine.BackupKey(prefix, b.ID), Engine: engine.Name(),
+			SnapshotID: engine.SnapshotID(m)}
 		pb.Status.Backups = append(pb.Status.Backups, ref)
 	}
 	r.reportBroken(pb, cat.Broken)

@@ -248,8 +248,9 @@ func (r *PVCBackupReconciler) reconcileUploading(ctx context.Context, s *scope) 
 		Result: storagev1.RunSucceeded, ObjectKey: m.Archive.Key, Bytes: m.Archive.Bytes, SHA256: m.Archive.SHA256,
 		Files: m.Files, ContentBytes: m.ContentBytes, Engine: storagekit.EngineOf(m),
 	}
-	if rec.Engine == storagev1.EngineKopia {
-		rec.ObjectKey, rec.SnapshotID, rec.Bytes = storagekit.ManifestKey(pb, run.ID), m.Kopia.SnapshotID, m.Kopia.UploadedBytes
+	engine := storagekit.ManifestEngine(m)
+	if engine.HasRepository() {
+		rec.ObjectKey, rec.SnapshotID, rec.Bytes = engine.BackupKey(storagekit.BackupPrefix(pb), run.ID), engine.SnapshotID(m), engine.StoredBytes(m)
 		prev := pb.Status.Repository
 		pb.Status.Repository = repositoryStatus(out.Result, s.now)
 		if prev != nil { // the run's own check arrives with its record (housekeeping)

@@ -94,12 +94,8 @@ func setRunningCondition(pb *storagev1.PVCBackup, s *scope, set func(t string, s
 		set(storagev1.ConditionRunning, metav1.ConditionFalse, ReasonSuspended, "spec.suspend is true")
 	case st.LastRun == nil:
 		set(storagev1.ConditionRunning, metav1.ConditionFalse, ReasonWaitingForSchedule, "no backup has run yet")
-	case st.LastRun.Result == storagev1.RunSucceeded && st.LastRun.Engine == storagev1.EngineKopia:
-		set(storagev1.ConditionRunning, metav1.ConditionFalse, ReasonSucceeded,
-			fmt.Sprintf("backup %s: kopia snapshot %s, %d bytes uploaded", st.LastRun.ID, st.LastRun.SnapshotID, st.LastRun.Bytes))
 	case st.LastRun.Result == storagev1.RunSucceeded:
-		set(storagev1.ConditionRunning, metav1.ConditionFalse, ReasonSucceeded,
-			fmt.Sprintf("backup %s: %d bytes, sha256 %s", st.LastRun.ID, st.LastRun.Bytes, st.LastRun.SHA256))
+		set(storagev1.ConditionRunning, metav1.ConditionFalse, ReasonSucceeded, storagekit.EngineFor(st.LastRun.Engine).SucceededMessage(st.LastRun))
 	default:
 		set(storagev1.ConditionRunning, metav1.ConditionFalse, ReasonFailed, fmt.Sprintf("backup %s%s: %s", st.LastRun.ID, inParens(st.LastRun.Reason), st.LastRun.Message))
 	}
@@ -128,7 +124,7 @@ func setReadyFromRuns(pb *storagev1.PVCBackup, set func(t string, status metav1.
 // backup run found when it looked at the whole repository (status.repository.check).
 func repositoryCondition(pb *storagev1.PVCBackup, set func(t string, status metav1.ConditionStatus, reason, msg string)) {
 	st := &pb.Status
-	if st.Engine != storagev1.EngineKopia {
+	if !storagekit.EngineFor(st.Engine).HasRepository() {
 		meta.RemoveStatusCondition(&st.Conditions, storagev1.ConditionRepositoryHealthy)
 		return
 	}

@@ -170,7 +170,7 @@ func (r *PVCRestoreReconciler) resolveSource(ctx context.Context, s *restoreScop
 		return storagekit.CheckPassword(secret, s.source, fmt.Sprintf("backup %s is a kopia backup,", pr.Status.BackupID), r.Poll())
 	}
 	if pr.Status.BackupID != "" {
-		if pr.Status.Engine == storagev1.EngineKopia {
+		if storagekit.EngineFor(pr.Status.Engine).NeedsPassword() {
 			return password()
 		}
 		return nil
@@ -222,11 +222,11 @@ func (r *PVCRestoreReconciler) resolveSource(ctx context.Context, s *restoreScop
 	}
 	s.manifest = &found.Manifest
 	pr.Status.BackupID = found.ID
-	pr.Status.Engine = storagekit.EngineOf(found.Manifest)
-	pr.Status.ObjectKey = s.prefix + found.ID + storagekit.ArchiveSuffix
-	if pr.Status.Engine == storagev1.EngineKopia {
-		pr.Status.ObjectKey = s.prefix + found.ID + storagekit.ManifestSuffix
-		pr.Status.SnapshotID = found.Manifest.Kopia.SnapshotID
+	engine := storagekit.ManifestEngine(found.Manifest)
+	pr.Status.Engine = engine.Name()
+	pr.Status.ObjectKey = engine.BackupKey(s.prefix, found.ID)
+	pr.Status.SnapshotID = engine.SnapshotID(found.Manifest)
+	if engine.NeedsPassword() {
 		return password()
 	}
 	return nil
@@ -345,11 +345,7 @@ func (r *PVCRestoreReconciler) runJob(ctx context.Context, s *restoreScope) erro
 	default:
 		res := out.Result
 		pr.Status.Bytes, pr.Status.Files, pr.Status.VerifiedSHA256 = res.Bytes, res.Files, res.SHA256
-		msg := fmt.Sprintf("restored backup %s into %s; sha256 %s verified against the manifest", pr.Status.BackupID, pr.Status.TargetPVC, res.SHA256)
-		if pr.Status.Engine == storagev1.EngineKopia {
-			msg = fmt.Sprintf("restored backup %s (kopia snapshot %s) into %s; %d files, %d bytes checked against the manifest",
-				pr.Status.BackupID, pr.Status.SnapshotID, pr.Status.TargetPVC, res.Files, res.Bytes)
-		}
+		msg := storagekit.EngineFor(pr.Status.Engine).RestoredMessage(pr, res)
 		s.result = &restoreResult{storagev1.RestoreSucceeded, ReasonRestored, msg}
 	}
 	// The Job stays until the outcome is saved: deleteFinishedJob removes it in a later reconcile.

@@ -11,7 +11,6 @@ import (
 
 	storagev1 "github.com/okgoes/okgoes-operator/api/storage/v1"
 	"github.com/okgoes/okgoes-operator/controllers/storage/storagekit"
-	"github.com/okgoes/okgoes-operator/internal/mover"
 )
 
 // restoreJobName is <restore>-restore, shortened with a hash to fit 63 characters.
@@ -51,24 +50,11 @@ func desiredRestoreJob(src storagekit.S3Source, prefix string, pr *storagev1.PVC
 	}
 	labels := map[string]string{storagekit.LabelRestore: pr.Name, "app.kubernetes.io/managed-by": "okgoes-operator",
 		"app.kubernetes.io/component": "restore-mover"}
-	env := []corev1.EnvVar{
-		{Name: mover.EnvTargetDir, Value: storagekit.VolumeMount},
-		{Name: mover.EnvArchiveKey, Value: pr.Status.ObjectKey},
-		{Name: mover.EnvManifestKey, Value: storagekit.ManifestKeyOf(pr.Status.ObjectKey)},
-		{Name: mover.EnvOverwrite, Value: overwrite},
-	}
-	kopia := pr.Status.Engine == storagev1.EngineKopia
-	if kopia { // ObjectKey is the manifest; the mover reads the snapshot from it
-		env = []corev1.EnvVar{
-			{Name: mover.EnvTargetDir, Value: storagekit.VolumeMount},
-			{Name: mover.EnvManifestKey, Value: pr.Status.ObjectKey},
-			{Name: mover.EnvOverwrite, Value: overwrite},
-		}
-		env = append(env, storagekit.KopiaEnv(src, prefix)...)
-	}
+	engine := storagekit.EngineFor(pr.Status.Engine)
+	env := engine.RestoreEnv(src, prefix, pr.Status.ObjectKey, overwrite)
 	return storagekit.DesiredMoverJob(src, image, storagekit.MoverJob{
 		Name: restoreJobName(pr), Labels: labels, Command: "restore", Claim: pr.Status.TargetPVC, Options: pr.Spec.Mover,
-		FSGroup: true, Deadline: deadline, Env: env, KopiaCache: kopia,
+		FSGroup: true, Deadline: deadline, Env: env, KopiaCache: engine.MoverCache(),
 	})
 }
 

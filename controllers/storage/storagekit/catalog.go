@@ -63,7 +63,7 @@ const maxClockSkew = 15 * time.Minute
 // ReadCatalog lists prefix and reads every manifest in it. A backup counts as complete only when
 // its manifest decodes, names its id and archive, and the archive is there with the declared size
 // (mover.CheckBackup, the rule the mover applies before it restores); a kopia backup only when
-// the repository record confirms its snapshot (checkKopia). A backup whose id is later than now
+// the repository record confirms its snapshot (checkKopia). Engine.check judges each. A backup whose id is later than now
 // (a hand-made or copied manifest) is broken: it would hold a retention slot and "latest"
 // forever. An S3 error is returned as is: a manifest that could not be read is never taken for
 // a broken one.
@@ -120,11 +120,7 @@ func ReadCatalog(ctx context.Context, store ObjectStore, prefix string, now time
 		case err != nil:
 			return c, fmt.Errorf("read manifest of backup %s: %w", id, err)
 		default:
-			if err := checkBackup(m, id, akey, size); err != nil {
-				c.Broken = append(c.Broken, BrokenEntry{id, err.Error()})
-				continue
-			}
-			if err := checkKopia(m, c.Record); err != nil {
+			if err := ManifestEngine(m).check(m, id, akey, size, c.Record); err != nil {
 				c.Broken = append(c.Broken, BrokenEntry{id, err.Error()})
 				if errors.Is(err, errSnapshotLost) {
 					c.Lost = append(c.Lost, id)
@@ -142,24 +138,6 @@ func ReadCatalog(ctx context.Context, store ObjectStore, prefix string, now time
 	return c, nil
 }
 
-// checkBackup is mover.CheckBackup for archives; a kopia backup's manifest must name its
-// snapshot (whether the snapshot is readable only the mover, which holds the password, can tell:
-// restore proves it before touching the target, verify reads it all).
-func checkBackup(m archive.Manifest, id, ArchiveKey string, archiveSize int64) error {
-	if m.Engine != mover.EngineKopia {
-		return mover.CheckBackup(m, id, ArchiveKey, archiveSize)
-	}
-	switch {
-	case m.FormatVersion != archive.FormatVersion:
-		return fmt.Errorf("manifest format %d is not %d", m.FormatVersion, archive.FormatVersion)
-	case m.ID != id:
-		return fmt.Errorf("manifest names backup %q, not %q", m.ID, id)
-	case m.Kopia == nil || m.Kopia.SnapshotID == "":
-		return fmt.Errorf("kopia manifest names no snapshot")
-	}
-	return nil
-}
-
 // checkKopia judges a kopia backup's manifest by the record of the last run that listed the
 // repository. Without any record (no run of this version has listed the repository yet) the
 // manifest counts as before, on the strength of naming a snapshot: the restore proves the
@@ -168,7 +146,7 @@ func checkBackup(m archive.Manifest, id, ArchiveKey string, archiveSize int64) e
 // and lost nothing: a manifest written after the listing is not confirmed by it (a stale
 // record never vouches for a backup it did not see); the next run judges it.
 func checkKopia(m archive.Manifest, rec *mover.RepositoryRecord) error {
-	if m.Engine != mover.EngineKopia || rec == nil {
+	if rec == nil {
 		return nil
 	}
 	id, snap := m.ID, m.Kopia.SnapshotID

@@ -38,21 +38,8 @@ const progressSuffix = ".progress.json"
 // (mover.RepositoryRecord), next to the manifests it judges (ReadCatalog).
 func RepositoryRecordKey(prefix string) string { return prefix + mover.RepositoryRecordName }
 
-// EngineOf is the engine a manifest describes.
-func EngineOf(m archive.Manifest) storagev1.BackupEngine {
-	if m.Engine == mover.EngineKopia {
-		return storagev1.EngineKopia
-	}
-	return storagev1.EngineArchive
-}
-
-// moverEngine is the MOVER_ENGINE value of an engine.
-func moverEngine(e storagev1.BackupEngine) string {
-	if e == storagev1.EngineKopia {
-		return mover.EngineKopia
-	}
-	return mover.EngineArchive
-}
+// EngineOf is the name of the engine a manifest describes.
+func EngineOf(m archive.Manifest) storagev1.BackupEngine { return ManifestEngine(m).Name() }
 
 // PasswordKey is the key of the kopia repository password in the credentials Secret.
 func PasswordKey(loc storagev1.S3Location) string {
