@@ -54,26 +54,39 @@ type Engine interface {
 // record of an operator without kopia).
 func EngineFor(e storagev1.BackupEngine) Engine {
 	if e == storagev1.EngineKopia {
-		return kopiaEngine{}
+		return kopia
 	}
-	return archiveEngine{}
+	return tarArchive
 }
 
 // ManifestEngine is the Engine that wrote manifest m.
 func ManifestEngine(m archive.Manifest) Engine {
 	if m.Engine == mover.EngineKopia {
-		return kopiaEngine{}
+		return kopia
 	}
-	return archiveEngine{}
+	return tarArchive
 }
 
-// archiveEngine: one tar+zstd archive per backup, checked by its sha256.
-type archiveEngine struct{}
+// The two engines.
+var (
+	tarArchive = archiveEngine{engineTraits{name: storagev1.EngineArchive}}
+	kopia      = kopiaEngine{engineTraits{name: storagev1.EngineKopia, password: true, repository: true, cache: true}}
+)
 
-func (archiveEngine) Name() storagev1.BackupEngine { return storagev1.EngineArchive }
-func (archiveEngine) NeedsPassword() bool          { return false }
-func (archiveEngine) HasRepository() bool          { return false }
-func (archiveEngine) MoverCache() bool             { return false }
+// engineTraits are the yes-or-no differences between engines.
+type engineTraits struct {
+	name                        storagev1.BackupEngine
+	password, repository, cache bool
+}
+
+func (t engineTraits) Name() storagev1.BackupEngine { return t.name }
+func (t engineTraits) NeedsPassword() bool          { return t.password }
+func (t engineTraits) HasRepository() bool          { return t.repository }
+func (t engineTraits) MoverCache() bool             { return t.cache }
+
+// archiveEngine: one tar+zstd archive per backup, checked by its sha256.
+type archiveEngine struct{ engineTraits }
+
 func (archiveEngine) BackupKey(prefix, id string) string {
 	return prefix + id + ArchiveSuffix
 }
@@ -114,12 +127,8 @@ func (archiveEngine) check(m archive.Manifest, id, archiveKey string, archiveSiz
 
 // kopiaEngine: one encrypted kopia repository per PVCBackup; a backup is its manifest, which
 // names its snapshot.
-type kopiaEngine struct{}
+type kopiaEngine struct{ engineTraits }
 
-func (kopiaEngine) Name() storagev1.BackupEngine { return storagev1.EngineKopia }
-func (kopiaEngine) NeedsPassword() bool          { return true }
-func (kopiaEngine) HasRepository() bool          { return true }
-func (kopiaEngine) MoverCache() bool             { return true }
 func (kopiaEngine) BackupKey(prefix, id string) string {
 	return prefix + id + ManifestSuffix
 }
