@@ -4,16 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
-	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -83,13 +78,6 @@ const (
 	// runDone: the reconcile has nothing more to do for the run.
 	runDone runState = "Done"
 )
-
-// runObjects is what the listing of the PVCBackup's run objects found: the objects of runs the
-// status records (to delete), and the first object of the newest run it does not record.
-type runObjects struct {
-	recorded []client.Object
-	started  client.Object
-}
 
 // reconcileRun derives the run's state and steps through the machine.
 func (r *PVCBackupReconciler) reconcileRun(ctx context.Context, s *scope) error {
@@ -325,135 +313,6 @@ func runDeadline(pb *storagev1.PVCBackup, run *storagev1.ActiveRun) time.Time {
 	return run.StartTime.Add(time.Duration(pb.Spec.Mover.Deadline()) * time.Second)
 }
 
-// listRunObjects looks at the Jobs, snapshots and temporary PVCs of the PVCBackup's runs (found
-// by their run label, from the cache's index). Those of runs whose outcome status.history records
-// are to be deleted (runRecorded). The newest run that was started but that the status does not
-// record yet is to be adopted (runStartedUnrecorded): the reconcile that starts a run records
-// nothing (runStarted), and a manager may also have stopped in between. The objects of the active
-// run, and of a run whose end the status does not record yet (a stale cache, or a status write
-// that failed), are kept.
-func (r *PVCBackupReconciler) listRunObjects(ctx context.Context, s *scope) (runObjects, error) {
-	pb := s.backup
-	var found runObjects
-	recorded := func(id string) bool {
-		if run := pb.Status.ActiveRun; run != nil && run.ID == id {
-			return false
-		}
-		for _, h := range pb.Status.History {
-			if h.ID == id {
-				return true
-			}
-		}
-		// Older than everything history still holds: recorded once, then rotated out.
-		h := pb.Status.History
-		return len(h) == historyLimit && id < h[len(h)-1].ID
-	}
-	var sel client.ListOption = client.MatchingLabels{storagekit.LabelBackup: pb.Name}
-	if r.runObjectsIndexed {
-		sel = client.MatchingFields{runObjectsIndex: pb.Name}
-	}
-	type kindList struct {
-		kind string
-		list client.ObjectList
-	}
-	lists := []kindList{{"Job", &batchv1.JobList{}}, {"PersistentVolumeClaim", storagekit.ClaimMetadataList()}}
-	if pb.Spec.Snapshot != nil || r.SnapshotsAvailable {
-		if r.snapshotsServed(ctx) {
-			lists = append(lists, kindList{"VolumeSnapshot", &snapshotv1.VolumeSnapshotList{}})
-		}
-	}
-	for _, l := range lists {
-		kind, list := l.kind, l.list
-		sel := sel
-		if kind == "VolumeSnapshot" && !r.SnapshotsAvailable {
-			sel = client.MatchingLabels{storagekit.LabelBackup: pb.Name} // the API came later: not indexed
-		}
-		if err := r.List(ctx, list, client.InNamespace(pb.Namespace), sel); err != nil {
-			return found, fmt.Errorf("list run objects: %w", err)
-		}
-		err := meta.EachListItem(list, func(o runtime.Object) error {
-			obj := o.(client.Object)
-			if !metav1.IsControlledBy(obj, pb) || !obj.GetDeletionTimestamp().IsZero() {
-				return nil
-			}
-			if id := obj.GetLabels()[storagekit.LabelRun]; !recorded(id) {
-				_, first := obj.GetAnnotations()[storagekit.AnnotationScheduledTime]
-				if first && pb.Status.ActiveRun == nil && (found.started == nil || id > found.started.GetLabels()[storagekit.LabelRun]) {
-					found.started = obj
-				}
-				return nil
-			}
-			found.recorded = append(found.recorded, obj)
-			return nil
-		})
-		if err != nil {
-			return found, err
-		}
-	}
-	return found, nil
-}
-
-// deleteRecordedObjects deletes the objects of runs whose outcome the status records (runRecorded).
-func (r *PVCBackupReconciler) deleteRecordedObjects(ctx context.Context, s *scope, objs []client.Object) error {
-	for _, obj := range objs {
-		err := r.Delete(ctx, obj, client.PropagationPolicy(metav1.DeletePropagationBackground))
-		if err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("delete %s %s of run %s: %w", kindOf(obj), obj.GetName(), obj.GetLabels()[storagekit.LabelRun], err)
-		}
-	}
-	return nil
-}
-
-// kindOf names the kind of a run object in messages.
-func kindOf(obj client.Object) string {
-	switch obj.(type) {
-	case *batchv1.Job:
-		return "Job"
-	case *snapshotv1.VolumeSnapshot:
-		return "VolumeSnapshot"
-	}
-	return "PersistentVolumeClaim"
-}
-
-// adoptStartedRun records the run whose first object is obj as the active run, with what the
-// reconcile that started it would have recorded: the run from the object's annotations (its
-// start by the reconciler's clock), and the schedule's bookkeeping (the tick handled, the ticks
-// missed before it) or the manual trigger handled. The status patch at the end of the reconcile
-// saves it; the machine follows the run in the same reconcile.
-func adoptStartedRun(s *scope, obj client.Object) {
-	pb, a := s.backup, obj.GetAnnotations()
-	scheduled, err := time.Parse(time.RFC3339, a[storagekit.AnnotationScheduledTime])
-	if err != nil {
-		return // not written by the operator: left alone
-	}
-	started, err := time.Parse(time.RFC3339, a[storagekit.AnnotationStartTime])
-	if err != nil {
-		return
-	}
-	trigger, manual := a[storagekit.AnnotationManualTrigger]
-	run := &storagev1.ActiveRun{ID: obj.GetLabels()[storagekit.LabelRun], ScheduledTime: metav1.NewTime(scheduled),
-		StartTime: metav1.NewTime(started), Manual: manual, Engine: storagev1.BackupEngine(a[storagekit.AnnotationEngine])}
-	if run.ID != storagekit.RunID(scheduled, manual) {
-		return
-	}
-	pb.Status.ActiveRun = run
-	if s.engine == "" {
-		s.engine = run.Engine // status.engine, as the reconcile that started the run resolved it
-	}
-	if manual {
-		pb.Status.LastManualTrigger = trigger
-		return
-	}
-	in := schedule.Input{Schedule: s.schedule, Created: pb.CreationTimestamp.Time, Now: scheduled}
-	if last := pb.Status.LastScheduleTime; last != nil {
-		in.LastScheduled = ptr.To(last.Time)
-	}
-	if d := schedule.Decide(in); d.Handled != nil {
-		pb.Status.MissedSchedules += int64(d.Missed)
-		pb.Status.LastScheduleTime = ptr.To(metav1.NewTime(*d.Handled))
-	}
-}
-
 // reconcileScheduling counts the schedule's ticks (missed, skipped, the last handled) and, when no
 // run is active and one is due, checks that everything a run needs is there (runDue).
 func (r *PVCBackupReconciler) reconcileScheduling(ctx context.Context, s *scope) (runState, error) {
@@ -567,51 +426,6 @@ func (r *PVCBackupReconciler) finishRun(ctx context.Context, s *scope, rec stora
 	// Never prune on the strength of a failed run or a backup that failed verification.
 	prune := rec.Result == storagev1.RunSucceeded && (rec.Verified == nil || *rec.Verified)
 	r.housekeeping(ctx, s, prune)
-}
-
-// startedRuns remembers, per PVCBackup, the last run this process started and when, until the
-// status records it. A reconcile in between may not find the run's Job in a cache that has not
-// caught up, and would otherwise start a second run (a manual trigger set in that instant). After
-// startedRunMemory the cache has long caught up (or the Job was deleted), and the run objects
-// found decide again. The zero value is ready to use.
-type startedRuns struct {
-	mu   sync.Mutex
-	runs map[types.NamespacedName]startedRun
-}
-
-type startedRun struct {
-	id string
-	at time.Time
-}
-
-const startedRunMemory = time.Minute
-
-func (s *startedRuns) add(key types.NamespacedName, id string, at time.Time) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.runs == nil {
-		s.runs = map[types.NamespacedName]startedRun{}
-	}
-	s.runs[key] = startedRun{id, at}
-}
-
-// pending tells whether the run last started for key is neither recorded in st nor forgotten.
-func (s *startedRuns) pending(key types.NamespacedName, st *storagev1.PVCBackupStatus, now time.Time) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	run, ok := s.runs[key]
-	if !ok {
-		return false
-	}
-	recorded := st.ActiveRun != nil && st.ActiveRun.ID == run.id
-	for _, h := range st.History {
-		recorded = recorded || h.ID == run.id
-	}
-	if recorded || now.Sub(run.at) > startedRunMemory || now.Before(run.at) {
-		delete(s.runs, key)
-		return false
-	}
-	return true
 }
 
 // errRunStarted ends the reconcile that started a run: it writes no status. The run's first
