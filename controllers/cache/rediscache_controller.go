@@ -11,7 +11,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -25,6 +24,7 @@ import (
 	cachev1beta1 "github.com/okgoes/okgoes-operator/api/cache/v1beta1"
 	"github.com/okgoes/okgoes-operator/internal/errclass"
 	"github.com/okgoes/okgoes-operator/internal/phase"
+	"github.com/okgoes/okgoes-operator/internal/statuspatch"
 )
 
 const (
@@ -338,25 +338,11 @@ func (r *RedisCacheReconciler) ensureOutsideCache(ctx context.Context, rc *cache
 	return r.Patch(ctx, obj, client.MergeFrom(base))
 }
 
-// patchStatus writes the status computed in this reconcile, once, as a merge patch against the
-// object as it was read; nothing is written when nothing changed. A field equal in base and rc is
-// not in the patch even when the stored object lacks it (readyReplicas: 0 on a status that never
-// had it); the CRD defaults such fields instead. For the same reason the patch carries base's
-// resourceVersion: computed from a stale copy it would leave the fields the stale copy happened to
-// agree on (a phase "Ready" over a stored "Progressing" next to a Ready=True condition) as they
-// are stored; the API server refuses it with a Conflict instead.
+// patchStatus is the reconcile's one status write (statuspatch.Patch: once, only when the status
+// changed, refused with a Conflict when computed from a stale copy).
 func (r *RedisCacheReconciler) patchStatus(ctx context.Context, base, rc *cachev1beta1.RedisCache) error {
-	if equality.Semantic.DeepEqual(base.Status, rc.Status) {
-		return nil
-	}
-	err := r.Status().Patch(ctx, rc, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
-	if apierrors.IsNotFound(err) {
-		return nil // deleted meanwhile: nothing left to report on
-	}
-	if err != nil {
-		return fmt.Errorf("patch status: %w", err)
-	}
-	return nil
+	_, err := statuspatch.Patch(ctx, r.Client, base, rc, func(rc *cachev1beta1.RedisCache) any { return rc.Status })
+	return err
 }
 
 // recordTransition emits an event when the Ready condition changes status or reason, never on

@@ -77,20 +77,18 @@ func computeStatus(rc *cachev1beta1.RedisCache, obs observation) cachev1beta1.Re
 		})
 	}
 
-	stalled, isStalled := errclass.AsStalled(obs.err)
-	waiting, isWaiting := errclass.AsWaiting(obs.err)
-	switch {
-	case isStalled:
-		set(cachev1beta1.ConditionReady, metav1.ConditionFalse, stalled.Reason, stalled.Message)
-		set(cachev1beta1.ConditionDegraded, metav1.ConditionTrue, stalled.Reason, stalled.Message)
-		set(cachev1beta1.ConditionProgressing, metav1.ConditionFalse, stalled.Reason, "waiting for the spec to be fixed")
+	switch v := errclass.Of(obs.err); v.Class {
+	case errclass.ClassStalled:
+		set(cachev1beta1.ConditionReady, metav1.ConditionFalse, v.Reason, v.Message)
+		set(cachev1beta1.ConditionDegraded, metav1.ConditionTrue, v.Reason, v.Message)
+		set(cachev1beta1.ConditionProgressing, metav1.ConditionFalse, v.Reason, "waiting for the spec to be fixed")
 		st.Phase = cachev1beta1.PhaseDegraded
 		st.ObservedGeneration = gen // the spec was fully judged: it is invalid
 		return st
-	case isWaiting:
-		set(cachev1beta1.ConditionReady, metav1.ConditionFalse, waiting.Reason, waiting.Message)
-		set(cachev1beta1.ConditionDegraded, metav1.ConditionTrue, waiting.Reason, waiting.Message)
-		set(cachev1beta1.ConditionProgressing, metav1.ConditionFalse, waiting.Reason, waiting.Message)
+	case errclass.ClassWaiting:
+		set(cachev1beta1.ConditionReady, metav1.ConditionFalse, v.Reason, v.Message)
+		set(cachev1beta1.ConditionDegraded, metav1.ConditionTrue, v.Reason, v.Message)
+		set(cachev1beta1.ConditionProgressing, metav1.ConditionFalse, v.Reason, v.Message)
 		st.Phase = cachev1beta1.PhaseDegraded
 		st.ObservedGeneration = gen
 		return st

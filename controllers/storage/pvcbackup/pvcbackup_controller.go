@@ -27,6 +27,7 @@ import (
 	"github.com/okgoes/okgoes-operator/internal/errclass"
 	"github.com/okgoes/okgoes-operator/internal/phase"
 	"github.com/okgoes/okgoes-operator/internal/schedule"
+	"github.com/okgoes/okgoes-operator/internal/statuspatch"
 )
 
 const (
@@ -197,10 +198,10 @@ func (r *PVCBackupReconciler) reconcileSchedule(_ context.Context, s *scope) err
 }
 
 // patchStatus writes the status computed in this reconcile, once, skipped when unchanged
-// (storagekit.PatchStatus), and remembers the resourceVersion the API server answered with
+// (statuspatch.Patch), and remembers the resourceVersion the API server answered with
 // (seenVersions): the reconciler's own write needs no uncached read to be proved current.
 func (r *PVCBackupReconciler) patchStatus(ctx context.Context, base, pb *storagev1.PVCBackup) (bool, error) {
-	written, err := storagekit.PatchStatus(ctx, r.Client, base, pb, func(pb *storagev1.PVCBackup) any { return pb.Status })
+	written, err := statuspatch.Patch(ctx, r.Client, base, pb, func(pb *storagev1.PVCBackup) any { return pb.Status })
 	if written {
 		r.seen.Record(pb)
 	}

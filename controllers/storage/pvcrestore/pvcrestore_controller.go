@@ -30,6 +30,7 @@ import (
 	"github.com/okgoes/okgoes-operator/internal/flowcontrol"
 	"github.com/okgoes/okgoes-operator/internal/mover"
 	"github.com/okgoes/okgoes-operator/internal/phase"
+	"github.com/okgoes/okgoes-operator/internal/statuspatch"
 )
 
 // Reasons of the Complete condition of a PVCRestore.
@@ -110,7 +111,7 @@ func (r *PVCRestoreReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	}
 	computeRestoreStatus(pr, s, err)
 	res, err := errclass.Result(err, s.requeue)
-	written, perr := storagekit.PatchStatus(ctx, r.Client, base, pr, func(pr *storagev1.PVCRestore) any { return pr.Status })
+	written, perr := statuspatch.Patch(ctx, r.Client, base, pr, func(pr *storagev1.PVCRestore) any { return pr.Status })
 	if res, retry := r.Retry(s.now, perr); retry {
 		return res, nil
 	}

@@ -3,10 +3,8 @@ package storagekit
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -14,7 +12,7 @@ import (
 )
 
 // The shapes every storage reconcile has: it creates the objects of a run or a restore once
-// (CreateOnce), writes its status once at its end (PatchStatus), and ends without a write, to try
+// (CreateOnce), writes its status once at its end (internal/statuspatch), and ends without a write, to try
 // again soon, when the API server is out of reach or its copy was stale (Deps.Retry).
 
 // CreateOnce creates obj, controlled by owner when owner is not nil. An object that exists
@@ -32,25 +30,6 @@ func CreateOnce(ctx context.Context, c client.Client, owner, obj client.Object) 
 		return err
 	}
 	return nil
-}
-
-// PatchStatus writes the status of obj computed in this reconcile, once, against base (the copy
-// read at its start), and tells whether it wrote: nothing is written when status(obj) equals
-// status(base). The patch carries an optimistic lock: computed from a stale copy, it would keep
-// the stored values of every field the stale copy agreed on; the API server refuses it (Conflict)
-// instead. An object deleted meanwhile has nothing left to report on.
-func PatchStatus[T client.Object](ctx context.Context, c client.Client, base, obj T, status func(T) any) (bool, error) {
-	if equality.Semantic.DeepEqual(status(base), status(obj)) {
-		return false, nil
-	}
-	err := c.Status().Patch(ctx, obj, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
-	switch {
-	case apierrors.IsNotFound(err):
-		return false, nil
-	case err != nil:
-		return false, fmt.Errorf("patch status: %w", err)
-	}
-	return true, nil
 }
 
 // Retry is the result of a reconcile that ends without (another) status write, and true, when
