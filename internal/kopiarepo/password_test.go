@@ -151,3 +151,46 @@ func TestKeyDerivation(t *testing.T) {
 		t.Fatalf("kopia repository connect to the PBKDF2 repository: %v\n%s", err, out)
 	}
 }
+
+// ChangePassword makes the new password the only one: the same connection goes on working (its
+// sampled read opens a second connection, with the new password), a new connection opens only
+// with the new password, and the snapshot made under the old one restores byte for byte.
+func TestChangePassword(t *testing.T) {
+	b := newBucket(t)
+	cfg := b.config("volumes/db")
+	ctx := testContext(t)
+	const newPassword = "the rotated password"
+	before := t.TempDir()
+	writeVolume(t, before)
+	r := openRepo(t, cfg, testPassword)
+	snap, err := r.Backup(ctx, before, BackupOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	if err := r.ChangePassword(ctx, newPassword); err != nil {
+		t.Fatal(err)
+	}
+	healed, err := r.Heal(ctx, HealOptions{VerifyPercent: 100})
+	if err != nil || healed.ReadPacks == 0 {
+		t.Fatalf("the sampled read after the change = %+v, %v; want every pack read back", healed, err)
+	}
+	src := t.TempDir()
+	writeVolume(t, src)
+	if _, err := r.Backup(ctx, src, BackupOptions{}); err != nil {
+		t.Fatalf("a backup on the connection that changed the password: %v", err)
+	}
+
+	if old, err := Open(ctx, cfg, testPassword, Options{NoCreate: true}); !errors.Is(err, ErrWrongPassword) {
+		if err == nil {
+			old.Close(ctx)
+		}
+		t.Fatalf("open with the old password after the change: %v, want ErrWrongPassword", err)
+	}
+	again := openRepo(t, cfg, newPassword)
+	dst := filepath.Join(t.TempDir(), "restored")
+	if _, err := again.Restore(ctx, snap.ID, dst); err != nil {
+		t.Fatalf("restore of the snapshot made under the old password: %v", err)
+	}
+	assertSameTree(t, before, dst)
+}

@@ -98,16 +98,17 @@ type Repo struct {
 	logger        *zap.Logger
 	keyDerivation string // of the format blob Open read
 	// reopen opens a second connection to the same repository that caches nothing on disk
-	// (Heal's sampled read); it holds the password.
-	reopen func(ctx context.Context) (*Repo, error)
+	// (Heal's sampled read), with the password the repository has now (ChangePassword).
+	reopen   func(ctx context.Context) (*Repo, error)
+	password string
 }
 
 // Open opens the repository under the prefix, creating it when the prefix is empty. A wrong
 // password gives ErrWrongPassword, a prefix holding other objects ErrNotARepository.
 func Open(ctx context.Context, cfg S3Config, password string, opts Options) (_ *Repo, err error) {
-	r := &Repo{workDir: opts.CacheDir, logger: opts.Logger}
+	r := &Repo{workDir: opts.CacheDir, logger: opts.Logger, password: password}
 	r.reopen = func(ctx context.Context) (*Repo, error) {
-		return Open(ctx, cfg, password, Options{Logger: opts.Logger, NoCreate: true, NoDiskCache: true})
+		return Open(ctx, cfg, r.password, Options{Logger: opts.Logger, NoCreate: true, NoDiskCache: true})
 	}
 	if r.workDir == "" {
 		if r.workDir, err = os.MkdirTemp("", "kopiarepo-"); err != nil {

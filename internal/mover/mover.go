@@ -60,6 +60,11 @@ const (
 	// EnvKopiaPassword is the repository password (a secretKeyRef). It is also the variable the
 	// stock kopia CLI reads, so the same Secret works with `kopia repository connect`.
 	EnvKopiaPassword = "KOPIA_PASSWORD"
+	// EnvKopiaPreviousPassword is the password being rotated away from (the Secret's
+	// "<key>.previous", an optional secretKeyRef; empty or unset: no rotation). A backup that
+	// opens the repository only with it changes the repository's password to EnvKopiaPassword;
+	// a restore or verify just opens with it.
+	EnvKopiaPreviousPassword = "KOPIA_PREVIOUS_PASSWORD"
 	// EnvKopiaCacheDir is kopia's cache and config directory (a size-limited emptyDir).
 	EnvKopiaCacheDir = "KOPIA_CACHE_DIR"
 	// EnvKopiaCacheLimit bounds kopia's content and metadata caches, in bytes.

@@ -42,7 +42,7 @@ const (
 	// ReasonInvalidConfig: the mover's environment is incomplete or wrong (an operator bug).
 	ReasonInvalidConfig Reason = "InvalidConfig"
 	// ReasonRepositoryPasswordWrong (kopia): the repository exists and the password does not
-	// open it.
+	// open it (nor the previous password, when one is given).
 	ReasonRepositoryPasswordWrong Reason = "RepositoryPasswordWrong"
 	// ReasonNotARepository (kopia): the repository's prefix holds objects that are not a kopia
 	// repository.
@@ -83,6 +83,9 @@ type Result struct {
 	// SampledBytes are the bytes of the repository's packs the backup read back whole and
 	// checked before it read the volume (the day's slice, kopiarepo.DefaultVerifyPercent).
 	SampledBytes int64 `json:"sampledBytes,omitempty"`
+	// PasswordRotated: the repository opened only with the previous password
+	// (EnvKopiaPreviousPassword) and the backup changed its password to the current one.
+	PasswordRotated bool `json:"passwordRotated,omitempty"`
 }
 
 // Succeeded reports whether the command succeeded.

@@ -22,6 +22,7 @@ type kopiaBackup struct {
 	repo             kopiarepo.Info
 	repair           string // what the backup repaired first (kopiarepo.HealReport), or ""
 	sampledBytes     int64  // what its sampled read of the repository read
+	passwordRotated  bool   // the backup changed the repository's password to the current one
 	maintenance      string // "", "quick" or "full"
 	maintenanceError string
 	damage           string // what the run found damaged in the repository (damageMessage)
@@ -71,10 +72,17 @@ func backup(ctx context.Context, store Store, cfg objectstore.Config, opts Optio
 	ahead := kopiarepo.ReadAhead(job.SourceDir)
 	defer ahead.Stop()
 	var err error
-	if b.r, err = openRepo(b.w.Ctx, cfg, opts, false); err != nil {
+	var withPrevious bool
+	if b.r, withPrevious, err = openRepo(b.w.Ctx, cfg, opts, false); err != nil {
 		return archive.Manifest{}, b.out, b.failed(err, mover.ReasonStorageFailed, "open")
 	}
 	defer b.r.Close(context.WithoutCancel(ctx)) //nolint:errcheck // nothing to save: the manifest decided
+	if withPrevious {
+		if err := rotate(b.w.Ctx, b.r, opts); err != nil {
+			return archive.Manifest{}, b.out, b.failed(err, mover.ReasonStorageFailed, "rotate")
+		}
+		b.out.passwordRotated = true
+	}
 
 	if err := b.heal(); err != nil {
 		return archive.Manifest{}, b.out, err
@@ -371,7 +379,7 @@ func repositoryDamaged(ctx context.Context, r *kopiarepo.Repo, store Store, pref
 func result(m archive.Manifest, kb kopiaBackup) mover.Result {
 	res := mover.Result{ID: m.ID, Bytes: m.Kopia.UploadedBytes, Files: m.Files, Skipped: m.Skipped, SnapshotID: m.Kopia.SnapshotID,
 		RepositoryBytes: kb.repo.Bytes, KeyDerivation: kb.repo.KeyDerivation, Maintenance: kb.maintenance, MaintenanceError: kb.maintenanceError,
-		Repair: kb.repair, SampledBytes: kb.sampledBytes}
+		Repair: kb.repair, SampledBytes: kb.sampledBytes, PasswordRotated: kb.passwordRotated}
 	if t := kb.repo.LastQuickMaintenance; !t.IsZero() {
 		res.LastQuickMaintenance = &t
 	}

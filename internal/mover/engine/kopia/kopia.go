@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"time"
 
@@ -52,10 +53,14 @@ type Store interface {
 
 // Options say where a PVCBackup's kopia repository is and how to open it.
 type Options struct {
-	Prefix          string // key prefix of the repository in the bucket
-	Password        string
-	CacheDir        string
-	CacheLimitBytes int64
+	Prefix   string // key prefix of the repository in the bucket
+	Password string
+	// PreviousPassword is the password being rotated away from ("" when none): it opens the
+	// repository when Password does not, and a backup then changes the repository's password
+	// to Password (rotate).
+	PreviousPassword string
+	CacheDir         string
+	CacheLimitBytes  int64
 	// KeyDerivation is kopia's name of the key derivation of a repository the backup creates
 	// (mover.KeyDerivationScrypt or KeyDerivationPBKDF2); empty: kopia's default.
 	KeyDerivation string
@@ -73,25 +78,49 @@ func (o Options) watched(w *engine.Watch) Options {
 
 // openRepo opens the repository of opts in the bucket of cfg, with the mover's Reasons on
 // failure. A connection for reading (restore, verify) never creates a repository, and caches
-// nothing on disk: it reads every chunk once.
-func openRepo(ctx context.Context, cfg objectstore.Config, opts Options, forReading bool) (*kopiarepo.Repo, error) {
-	r, err := kopiarepo.Open(ctx, kopiarepo.S3Config{Config: cfg, Prefix: opts.Prefix}, opts.Password,
-		kopiarepo.Options{CacheDir: opts.CacheDir, CacheLimitBytes: opts.CacheLimitBytes,
-			NoCreate: forReading, NoDiskCache: forReading, KeyDerivation: opts.KeyDerivation, Guard: opts.guard})
+// nothing on disk: it reads every chunk once. It opens with the password, else with the previous
+// one (a rotation in progress); it reports which one opened it.
+func openRepo(ctx context.Context, cfg objectstore.Config, opts Options, forReading bool) (_ *kopiarepo.Repo, withPrevious bool, _ error) {
+	open := func(password string) (*kopiarepo.Repo, error) {
+		return kopiarepo.Open(ctx, kopiarepo.S3Config{Config: cfg, Prefix: opts.Prefix}, password,
+			kopiarepo.Options{CacheDir: opts.CacheDir, CacheLimitBytes: opts.CacheLimitBytes,
+				NoCreate: forReading, NoDiskCache: forReading, KeyDerivation: opts.KeyDerivation, Guard: opts.guard})
+	}
+	r, err := open(opts.Password)
+	if errors.Is(err, kopiarepo.ErrWrongPassword) && opts.PreviousPassword != "" && opts.PreviousPassword != opts.Password {
+		if r, err = open(opts.PreviousPassword); err == nil {
+			return r, true, nil
+		}
+	}
 	switch {
 	case err == nil:
-		return r, nil
+		return r, false, nil
+	case errors.Is(err, kopiarepo.ErrWrongPassword) && opts.PreviousPassword != "":
+		return nil, false, mover.Fail(mover.ReasonRepositoryPasswordWrong, "neither the repository password nor the previous one opens the kopia repository at %s: "+
+			"the credentials Secret holds two other passwords than the repository's; nothing was changed", opts.Prefix)
 	case errors.Is(err, kopiarepo.ErrWrongPassword):
-		return nil, mover.Fail(mover.ReasonRepositoryPasswordWrong, "the repository password does not open the kopia repository at %s: "+
+		return nil, false, mover.Fail(mover.ReasonRepositoryPasswordWrong, "the repository password does not open the kopia repository at %s: "+
 			"the credentials Secret holds another password than the one the repository was created with", opts.Prefix)
 	case errors.Is(err, kopiarepo.ErrNotARepository):
-		return nil, mover.Fail(mover.ReasonNotARepository, "%s holds objects that are not a kopia repository: the operator neither uses nor overwrites them", opts.Prefix)
+		return nil, false, mover.Fail(mover.ReasonNotARepository, "%s holds objects that are not a kopia repository: the operator neither uses nor overwrites them", opts.Prefix)
 	case errors.Is(err, kopiarepo.ErrNoRepository):
-		return nil, mover.Fail(mover.ReasonBackupNotFound, "there is no kopia repository at %s", opts.Prefix)
+		return nil, false, mover.Fail(mover.ReasonBackupNotFound, "there is no kopia repository at %s", opts.Prefix)
 	case kopiarepo.IsDamaged(err):
-		return nil, mover.Fail(mover.ReasonRepositoryDamaged, "the kopia repository at %s is damaged, it cannot be opened: %w; %s", opts.Prefix, err, repairAdvice)
+		return nil, false, mover.Fail(mover.ReasonRepositoryDamaged, "the kopia repository at %s is damaged, it cannot be opened: %w; %s", opts.Prefix, err, repairAdvice)
 	}
-	return nil, mover.Fail(mover.ReasonStorageFailed, "open the kopia repository at %s: %w", opts.Prefix, err)
+	return nil, false, mover.Fail(mover.ReasonStorageFailed, "open the kopia repository at %s: %w", opts.Prefix, err)
+}
+
+// rotate finishes a password rotation: the repository r opened only with the previous password,
+// and from now on opens only with opts.Password. It runs before the backup reads the volume, so
+// the run that rotates also proves the new password by the backup it makes.
+func rotate(ctx context.Context, r *kopiarepo.Repo, opts Options) error {
+	if err := r.ChangePassword(ctx, opts.Password); err != nil {
+		return mover.Fail(mover.ReasonStorageFailed, "the kopia repository at %s opened with the previous password; changing it to the current one failed "+
+			"(the previous password still opens it, the next backup tries again): %w", opts.Prefix, err)
+	}
+	fmt.Fprintf(os.Stderr, "mover: changed the password of the kopia repository at %s to the current one (the previous one no longer opens it)\n", opts.Prefix)
+	return nil
 }
 
 // FromEnv is the kopia engine of the environment: the repository's prefix, its password and
@@ -107,7 +136,8 @@ func FromEnv(getenv func(string) string, backup bool) (Engine, error) {
 
 // optionsFromEnv reads the kopia variables of the environment.
 func optionsFromEnv(getenv func(string) string) (Options, error) {
-	o := Options{Prefix: getenv(mover.EnvKopiaPrefix), Password: getenv(mover.EnvKopiaPassword), CacheDir: getenv(mover.EnvKopiaCacheDir)}
+	o := Options{Prefix: getenv(mover.EnvKopiaPrefix), Password: getenv(mover.EnvKopiaPassword),
+		PreviousPassword: getenv(mover.EnvKopiaPreviousPassword), CacheDir: getenv(mover.EnvKopiaCacheDir)}
 	if o.Password == "" {
 		return o, fmt.Errorf("missing environment: %s (the repository password)", mover.EnvKopiaPassword)
 	}

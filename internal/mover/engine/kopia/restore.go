@@ -42,7 +42,7 @@ func openSnapshot(ctx context.Context, cfg objectstore.Config, opts Options, m a
 	if m.Kopia.Repository != "" {
 		opts.Prefix = m.Kopia.Repository
 	}
-	r, err := openRepo(ctx, cfg, opts, true)
+	r, _, err := openRepo(ctx, cfg, opts, true)
 	if err != nil {
 		return nil, err
 	}
