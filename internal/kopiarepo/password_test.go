@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -193,4 +194,32 @@ func TestChangePassword(t *testing.T) {
 		t.Fatalf("restore of the snapshot made under the old password: %v", err)
 	}
 	assertSameTree(t, before, dst)
+}
+
+// kopia's password change writes kopia.blobcfg, then kopia.repository. A process killed between
+// the two leaves a repository neither password opens; putting the old kopia.blobcfg back (from
+// bucket versioning) makes the old password open it again, with its snapshot (docs/kopia.md).
+func TestChangePasswordInterruptedBetweenItsTwoWrites(t *testing.T) {
+	b := newBucket(t)
+	cfg, snap := backedUpVolume(t, b, "volumes/db")
+	ctx := testContext(t)
+	oldFormat, oldBlobCfg := b.get(t, "volumes/db/kopia.repository"), b.get(t, "volumes/db/kopia.blobcfg")
+	r := openRepo(t, cfg, testPassword)
+	if err := r.ChangePassword(ctx, "new"); err != nil {
+		t.Fatal(err)
+	}
+	b.put(t, "volumes/db/kopia.repository", oldFormat) // as if the second PUT never happened
+
+	_, errOld := Open(ctx, cfg, testPassword, Options{NoCreate: true, NoDiskCache: true})
+	_, errNew := Open(ctx, cfg, "new", Options{NoCreate: true, NoDiskCache: true})
+	if errOld == nil || !strings.Contains(errOld.Error(), "blobcfg") || !errors.Is(errNew, ErrWrongPassword) {
+		t.Fatalf("half a password change: old %v, new %v; want the old refused naming kopia.blobcfg, the new a wrong password", errOld, errNew)
+	}
+	t.Logf("half a password change: with the old password %v (damaged: %t); with the new %v", errOld, IsDamaged(errOld), errNew)
+
+	b.put(t, "volumes/db/kopia.blobcfg", oldBlobCfg)
+	again := openRepo(t, cfg, testPassword)
+	if list, err := again.List(ctx); err != nil || len(list) != 1 || list[0].ID != snap.ID {
+		t.Fatalf("after putting kopia.blobcfg back, list = %v, %v; want the snapshot %s", list, err, snap.ID)
+	}
 }

@@ -441,6 +441,12 @@ type RepositoryStatus struct {
 	// RepositoryHealthy condition says the same at a glance.
 	// +optional
 	Check *RepositoryCheck `json:"check,omitempty"`
+	// PasswordChangeTime is when a backup run last changed the repository's password: it opened
+	// the repository only with the credentials Secret's "<key>.previous" and made the password
+	// under the key the repository's only one (docs/kopia.md, password rotation). From then on
+	// "<key>.previous" is no longer needed.
+	// +optional
+	PasswordChangeTime *metav1.Time `json:"passwordChangeTime,omitempty"`
 	// UpdateTime is when the run that reported this ended.
 	UpdateTime metav1.Time `json:"updateTime"`
 }

@@ -479,6 +479,10 @@ func (in *RepositoryStatus) DeepCopyInto(out *RepositoryStatus) {
 		*out = new(RepositoryCheck)
 		(*in).DeepCopyInto(*out)
 	}
+	if in.PasswordChangeTime != nil {
+		in, out := &in.PasswordChangeTime, &out.PasswordChangeTime
+		*out = (*in).DeepCopy()
+	}
 	in.UpdateTime.DeepCopyInto(&out.UpdateTime)
 }
 

@@ -223,6 +223,18 @@ func (r *PVCBackupReconciler) recordTransitions(base, pb *storagev1.PVCBackup, s
 			r.Recorder.Eventf(pb, corev1.EventTypeWarning, "BackupFailed", "backup %s failed: %s", run.ID, run.Message)
 		}
 	}
+	if rotatedAt := passwordChangeTime(pb); rotatedAt != nil && !rotatedAt.Equal(passwordChangeTime(base)) {
+		// The run that rotated is still active when spec.verify runs after it.
+		id := ""
+		if run := pb.Status.ActiveRun; run != nil {
+			id = run.ID
+		} else if run := pb.Status.LastRun; run != nil {
+			id = run.ID
+		}
+		r.Recorder.Eventf(pb, corev1.EventTypeNormal, "PasswordRotated",
+			"backup %s changed the kopia repository's password to the one under %q of Secret %q; %q no longer opens it: remove it from the Secret",
+			id, storagekit.PasswordKey(pb.Spec.S3), pb.Spec.S3.CredentialsSecretRef.Name, storagekit.PreviousPasswordKey(pb.Spec.S3))
+	}
 	was := meta.FindStatusCondition(base.Status.Conditions, storagev1.ConditionRepositoryHealthy)
 	is := meta.FindStatusCondition(pb.Status.Conditions, storagev1.ConditionRepositoryHealthy)
 	if is != nil && is.Status == metav1.ConditionFalse && (was == nil || was.Status != is.Status || was.Message != is.Message) {
@@ -233,6 +245,14 @@ func (r *PVCBackupReconciler) recordTransitions(base, pb *storagev1.PVCBackup, s
 	if after != nil && after.Status == metav1.ConditionFalse && (before == nil || before.Reason != after.Reason) && after.Reason != ReasonBackupFailed {
 		r.Recorder.Eventf(pb, corev1.EventTypeWarning, after.Reason, "%s", after.Message)
 	}
+}
+
+// passwordChangeTime is status.repository.passwordChangeTime, nil when none.
+func passwordChangeTime(pb *storagev1.PVCBackup) *metav1.Time {
+	if pb.Status.Repository == nil {
+		return nil
+	}
+	return pb.Status.Repository.PasswordChangeTime
 }
 
 // s3Trouble reports whether the last reconcile found S3 unusable: then every poll asks S3 again,

@@ -92,5 +92,9 @@ func repositoryStatus(res mover.Result, now time.Time) *storagev1.RepositoryStat
 	if t := res.LastFullMaintenance; t != nil {
 		rs.LastFullMaintenance = &metav1.Time{Time: t.Truncate(time.Second)}
 	}
+	if res.PasswordRotated {
+		changed := rs.UpdateTime
+		rs.PasswordChangeTime = &changed
+	}
 	return rs
 }

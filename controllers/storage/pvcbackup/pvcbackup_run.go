@@ -222,7 +222,8 @@ func (r *PVCBackupReconciler) reconcileUploading(ctx context.Context, s *scope) 
 		}
 		return waiting(s), nil
 	case out.Failed:
-		return finished(s, storagev1.RunStatus{Result: storagev1.RunFailed, Reason: out.Reason, Message: out.Message})
+		return finished(s, storagev1.RunStatus{Result: storagev1.RunFailed, Reason: out.Reason,
+			Message: storagekit.FailureMessage(storagekit.BackupSource(pb), out.Reason, out.Message)})
 	}
 	m, err := r.readManifest(ctx, s, storagekit.ManifestKey(pb, run.ID))
 	if err != nil {
@@ -243,6 +244,9 @@ func (r *PVCBackupReconciler) reconcileUploading(ctx context.Context, s *scope) 
 		pb.Status.Repository = repositoryStatus(out.Result, s.now)
 		if prev != nil { // the run's own check arrives with its record (housekeeping)
 			pb.Status.Repository.Check = prev.Check
+			if pb.Status.Repository.PasswordChangeTime == nil {
+				pb.Status.Repository.PasswordChangeTime = prev.PasswordChangeTime
+			}
 		}
 	}
 	r.recordSkipped(pb, run.ID, &rec, m.Skipped)

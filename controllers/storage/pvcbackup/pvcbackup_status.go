@@ -42,6 +42,9 @@ const (
 	ReasonRepositoryChecked   = "Checked"                             // True: the last run found nothing damaged
 	ReasonRepositoryDamaged   = string(mover.ReasonRepositoryDamaged) // False: it found lost or unreadable objects
 	ReasonRepositoryUnchecked = "NotChecked"                          // Unknown: no run has looked yet
+	// ReasonRepositoryPasswordWrong (Ready=False): the last backup failed because neither the
+	// credentials Secret's repository password nor its "<key>.previous" opens the repository.
+	ReasonRepositoryPasswordWrong = string(mover.ReasonRepositoryPasswordWrong)
 )
 
 // computeStatus is the one place the conditions and summary fields of a PVCBackup are decided,
@@ -105,6 +108,11 @@ func setRunningCondition(pb *storagev1.PVCBackup, s *scope, set func(t string, s
 func setReadyFromRuns(pb *storagev1.PVCBackup, set func(t string, status metav1.ConditionStatus, reason, msg string)) {
 	st := &pb.Status
 	switch {
+	case st.LastRun != nil && st.LastRun.Result == storagev1.RunFailed && st.ActiveRun == nil &&
+		st.LastRun.Reason == ReasonRepositoryPasswordWrong:
+		// Every run fails the same way until a person fixes the Secret: say so in the reason.
+		set(storagev1.ConditionReady, metav1.ConditionFalse, ReasonRepositoryPasswordWrong,
+			fmt.Sprintf("backup %s failed: %s", st.LastRun.ID, st.LastRun.Message))
 	case st.LastRun != nil && st.LastRun.Result == storagev1.RunFailed && st.ActiveRun == nil:
 		set(storagev1.ConditionReady, metav1.ConditionFalse, ReasonBackupFailed,
 			fmt.Sprintf("backup %s failed%s: %s", st.LastRun.ID, inParens(st.LastRun.Reason), st.LastRun.Message))

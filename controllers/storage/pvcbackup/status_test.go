@@ -19,6 +19,8 @@ func TestComputeStatus(t *testing.T) {
 	failed := &storagev1.RunStatus{ID: "20261204T090000Z", Result: storagev1.RunFailed, Reason: storagekit.ReasonDeadlineExceeded, Message: "the run did not finish within its deadline of 6h0m0s"}
 	ok := &storagev1.RunStatus{ID: "20261204T090000Z", Result: storagev1.RunSucceeded, Bytes: 10, SHA256: "ab"}
 	active := &storagev1.ActiveRun{ID: "20261204T100000Z", StartTime: metav1.NewTime(now)}
+	wrongPassword := &storagev1.RunStatus{ID: "20261204T090000Z", Result: storagev1.RunFailed, Reason: ReasonRepositoryPasswordWrong,
+		Message: `mover: neither the repository password nor the previous one opens the kopia repository at ns/app/kopia; put it under "KOPIA_PASSWORD"`}
 	tests := []struct {
 		name                    string
 		last                    *storagev1.RunStatus
@@ -33,6 +35,8 @@ func TestComputeStatus(t *testing.T) {
 		{"last run succeeded", ok, nil, "", "", nil, "True", ReasonScheduled, "False", ReasonSucceeded, nil, []string{"10 bytes"}},
 		{"last run over its deadline", failed, nil, "", "", nil, "False", ReasonBackupFailed, "False", ReasonFailed,
 			[]string{"DeadlineExceeded", "deadline of 6h0m0s"}, []string{"DeadlineExceeded"}},
+		{"wrong repository password pair", wrongPassword, nil, "", "", nil, "False", ReasonRepositoryPasswordWrong, "False", ReasonFailed,
+			[]string{"neither the repository password nor the previous one", `"KOPIA_PASSWORD"`}, []string{"RepositoryPasswordWrong"}},
 		{"a pod that cannot start", ok, active, storagekit.ReasonWaitingForPod, "backup waits for its mover pod: ImagePullBackOff", nil,
 			"True", ReasonScheduled, "True", storagekit.ReasonWaitingForPod, nil, []string{"ImagePullBackOff"}},
 		{"uploading", nil, active, ReasonUploading, "", nil, "True", ReasonScheduled, "True", ReasonUploading, nil, []string{active.ID}},

@@ -342,7 +342,7 @@ func (r *PVCRestoreReconciler) runJob(ctx context.Context, s *restoreScope) erro
 			s.requeue = min(s.requeue, storagekit.APIRetry) // no Job event may come until the informer relists
 		}
 	case out.Failed:
-		s.result = &restoreResult{storagev1.RestoreFailed, out.Reason, out.Message}
+		s.result = &restoreResult{storagev1.RestoreFailed, out.Reason, storagekit.FailureMessage(s.source, out.Reason, out.Message)}
 	default:
 		res := out.Result
 		pr.Status.Bytes, pr.Status.Files, pr.Status.VerifiedSHA256 = res.Bytes, res.Files, res.SHA256

@@ -6,6 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/utils/ptr"
 
 	storagev1 "github.com/okgoes/okgoes-operator/api/storage/v1"
 	"github.com/okgoes/okgoes-operator/internal/archive"
@@ -49,6 +50,29 @@ func PasswordKey(loc storagev1.S3Location) string {
 	return storagev1.DefaultRepositoryPasswordKey
 }
 
+// PreviousPasswordSuffix makes the key of the password being rotated away from: the repository
+// password key plus ".previous", as RedisCache's auth Secret has it.
+const PreviousPasswordSuffix = ".previous"
+
+// PreviousPasswordKey is the key of the password being rotated away from in the credentials
+// Secret: present only while a rotation is in progress.
+func PreviousPasswordKey(loc storagev1.S3Location) string {
+	return PasswordKey(loc) + PreviousPasswordSuffix
+}
+
+// FailureMessage is the message of a mover run of src that failed with reason and msg: msg, and
+// for RepositoryPasswordWrong the Secret and its keys and what to do (the mover knows neither the
+// Secret nor its keys).
+func FailureMessage(src S3Source, reason, msg string) string {
+	if reason != string(mover.ReasonRepositoryPasswordWrong) {
+		return msg
+	}
+	key := PasswordKey(src.Location)
+	return msg + fmt.Sprintf("; the repository was not changed. In Secret %q named by %s put the repository's password under %q; "+
+		"to change the password, put the new one under %q and the repository's current one under %q (the next backup changes it)",
+		src.Location.CredentialsSecretRef.Name, src.Fields.Field("credentialsSecretRef"), key, key, key+PreviousPasswordSuffix)
+}
+
 // CheckPassword is a Waiting RepositoryPasswordMissing when the credentials Secret of src has no
 // (or an empty) repository password: never a generated or default password, which would encrypt
 // backups with a key nobody keeps.
@@ -67,13 +91,17 @@ func CheckPassword(secret *corev1.Secret, src S3Source, why string, poll time.Du
 }
 
 // KopiaEnv is what a mover Job of the kopia engine needs besides the S3 variables: the engine, the
-// repository, its password (by secretKeyRef only) and the cache directory.
+// repository, its password and the previous one while a rotation is in progress (by secretKeyRef
+// only, the previous one optional: the controller never reads it) and the cache directory.
 func KopiaEnv(src S3Source, prefix string) []corev1.EnvVar {
 	return []corev1.EnvVar{
 		{Name: mover.EnvEngine, Value: mover.EngineKopia},
 		{Name: mover.EnvKopiaPrefix, Value: KopiaPrefix(prefix)},
 		{Name: mover.EnvKopiaPassword, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
 			LocalObjectReference: corev1.LocalObjectReference{Name: src.Location.CredentialsSecretRef.Name}, Key: PasswordKey(src.Location)}}},
+		{Name: mover.EnvKopiaPreviousPassword, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+			LocalObjectReference: corev1.LocalObjectReference{Name: src.Location.CredentialsSecretRef.Name}, Key: PreviousPasswordKey(src.Location),
+			Optional: ptr.To(true)}}},
 		{Name: mover.EnvKopiaCacheDir, Value: KopiaCacheDir},
 		{Name: mover.EnvKopiaCacheLimit, Value: fmt.Sprint(kopiaCacheLimit)},
 	}

@@ -23,3 +23,21 @@ func (w *World) Secret(name string, data map[string]string) {
 		}
 	}
 }
+
+// EditSecret sets the keys of set and removes the keys of remove in the Secret name of the
+// world's namespace, as `kubectl apply` of an edited Secret does (a password rotation).
+func (w *World) EditSecret(name string, set map[string]string, remove ...string) {
+	w.T.Helper()
+	s := &corev1.Secret{}
+	w.Must(K8s.Get(Ctx, client.ObjectKey{Namespace: w.NS, Name: name}, s))
+	if s.Data == nil {
+		s.Data = map[string][]byte{}
+	}
+	for k, v := range set {
+		s.Data[k] = []byte(v)
+	}
+	for _, k := range remove {
+		delete(s.Data, k)
+	}
+	w.Must(K8s.Update(Ctx, s))
+}

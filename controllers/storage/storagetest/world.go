@@ -197,9 +197,18 @@ func (w *World) MoverEnv(job *batchv1.Job) map[string]string {
 		case e.ValueFrom == nil:
 			env[e.Name] = e.Value
 		case e.ValueFrom.SecretKeyRef != nil:
+			ref := e.ValueFrom.SecretKeyRef
 			s := &corev1.Secret{}
-			w.Must(K8s.Get(Ctx, client.ObjectKey{Namespace: job.Namespace, Name: e.ValueFrom.SecretKeyRef.Name}, s))
-			env[e.Name] = string(s.Data[e.ValueFrom.SecretKeyRef.Key])
+			w.Must(K8s.Get(Ctx, client.ObjectKey{Namespace: job.Namespace, Name: ref.Name}, s))
+			v, ok := s.Data[ref.Key]
+			switch {
+			case ok:
+				env[e.Name] = string(v)
+			case ref.Optional == nil || !*ref.Optional:
+				// The kubelet does not start a container whose required secretKeyRef is missing.
+				w.T.Fatalf("Job %s: env %s names key %q of Secret %s, which it lacks: the kubelet would not start the pod",
+					job.Name, e.Name, ref.Key, ref.Name)
+			} // an optional key that is missing: the variable is not set
 		}
 	}
 	env[mover.EnvTerminationLog] = filepath.Join(w.T.TempDir(), "termination-log")
