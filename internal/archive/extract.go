@@ -41,6 +41,9 @@ type extractor struct {
 }
 
 func (ex *extractor) extract(hdr *tar.Header, r io.Reader) error {
+	if !ex.opts.Only.Has(hdr) {
+		return nil // scan reads (and hashes) its content on the way to the next entry
+	}
 	p, err := ex.resolve(hdr.Name)
 	if err != nil {
 		return err

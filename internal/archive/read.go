@@ -19,6 +19,9 @@ type ReadOptions struct {
 	// IgnoreChownEPERM lets a restore without CAP_CHOWN go on, leaving files owned by the
 	// restoring user. Other chown errors still fail the restore.
 	IgnoreChownEPERM bool
+	// Only extracts the entries of this Selection and skips the others (their content is still
+	// read and hashed); nil: every entry.
+	Only *Selection
 }
 
 // decoderOptions bound the decompressor's memory whatever the input claims: one goroutine, and

@@ -80,7 +80,11 @@ func (r *Repo) Restore(ctx context.Context, snapshotID, targetDir string) (Resto
 	if err != nil {
 		return RestoreStats{}, err
 	}
-	st, err := r.restoreTree(ctx, root, target)
+	plan, err := planReads(ctx, r.rep, root, true)
+	if err != nil {
+		return RestoreStats{}, err
+	}
+	st, err := r.restorePlan(ctx, plan, target, true)
 	if ctx.Err() != nil {
 		return RestoreStats{}, ctx.Err()
 	}
@@ -90,13 +94,10 @@ func (r *Repo) Restore(ctx context.Context, snapshotID, targetDir string) (Resto
 	return st, nil
 }
 
-// restoreTree writes the tree under root, a directory, into target.
-func (r *Repo) restoreTree(ctx context.Context, root fs.Entry, target string) (RestoreStats, error) {
-	plan, err := planReads(ctx, r.rep, root, true)
-	if err != nil {
-		return RestoreStats{}, err
-	}
-	t := restoreTarget{root: target}
+// restorePlan writes what plan lists into target. withRoot gives the target's root the
+// snapshot root's mode and times (a restore of some paths leaves the root as it is).
+func (r *Repo) restorePlan(ctx context.Context, plan *readPlan, target string, withRoot bool) (RestoreStats, error) {
+	t := restoreTarget{root: target, keepRoot: !withRoot}
 	if err := t.makeDirs(plan.dirs); err != nil {
 		return RestoreStats{}, err
 	}
@@ -141,7 +142,8 @@ func (r *Repo) restoreTree(ctx context.Context, root fs.Entry, target string) (R
 
 // restoreTarget is the directory a restore writes into.
 type restoreTarget struct {
-	root string
+	root     string
+	keepRoot bool // finishDirs leaves the root's mode and times alone
 }
 
 // path is where the entry rel (slash-separated, under the snapshot's root) goes.
@@ -206,9 +208,11 @@ func (t restoreTarget) finishDirs(rels []string, entries []fs.Entry) error {
 	for i := len(rels) - 1; i >= 0; i-- {
 		p, e := t.path(rels[i]), entries[i]
 		var err error
-		if i == 0 {
+		switch {
+		case i == 0 && t.keepRoot:
+		case i == 0:
 			err = errors.Join(ignorePermission(os.Chmod(p, e.Mode()&fs.ModBits)), ignorePermission(setTimes(p, e.ModTime(), 0)))
-		} else {
+		default:
 			err = setDirAttributes(p, e)
 		}
 		if err != nil {

@@ -44,6 +44,10 @@ const (
 	// ReasonRepositoryPasswordWrong (kopia): the repository exists and the password does not
 	// open it (nor the previous password, when one is given).
 	ReasonRepositoryPasswordWrong Reason = "RepositoryPasswordWrong"
+	// ReasonPathNotInBackup: a path of the restore's EnvRestorePaths (PVCRestore spec.paths) is
+	// not in the backup, or cannot be restored alone; the message names it. Found before the
+	// target is touched.
+	ReasonPathNotInBackup Reason = "PathNotInBackup"
 	// ReasonNotARepository (kopia): the repository's prefix holds objects that are not a kopia
 	// repository.
 	ReasonNotARepository Reason = "NotARepository"
@@ -60,6 +64,11 @@ type Result struct {
 	Bytes      int64   `json:"bytes,omitempty"`
 	SHA256     string  `json:"sha256,omitempty"`
 	Files      int64   `json:"files,omitempty"`
+	// A restore of some paths (EnvRestorePaths) only: the bytes of the files it restored (Files
+	// counts them), and the files and bytes of the whole backup.
+	RestoredBytes int64 `json:"restoredBytes,omitempty"`
+	TotalFiles    int64 `json:"totalFiles,omitempty"`
+	TotalBytes    int64 `json:"totalBytes,omitempty"`
 	// Skipped counts what a backup found in the volume and could not hold (manifest's skipped):
 	// sockets and devices, and FIFOs with kopia. The controller warns about them.
 	Skipped int64 `json:"skipped,omitempty"`

@@ -26,6 +26,7 @@ const (
 // PVCRestoreSpec is the restore the user asks for. It is immutable: a restore runs once.
 // +kubebuilder:validation:XValidation:rule="self == oldSelf",message="a PVCRestore runs once: its spec cannot change; create a new one"
 // +kubebuilder:validation:XValidation:rule="has(self.target.pvcName) != has(self.target.newPVC)",message="set exactly one of target.pvcName and target.newPVC"
+// +kubebuilder:validation:XValidation:rule="!has(self.paths) || size(self.paths) == 0 || !has(self.target.overwrite) || self.target.overwrite != 'Clean'",message="paths cannot be combined with target.overwrite Clean: Clean empties the whole volume, and a restore of some paths would not put the rest back; use Merge (only the named paths are written) or restore into a new PVC"
 type PVCRestoreSpec struct {
 	// Source is the backup to restore.
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Source",order=1
@@ -37,7 +38,28 @@ type PVCRestoreSpec struct {
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Mover",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:advanced"},order=3
 	Mover *MoverOptions `json:"mover,omitempty"`
+	// Paths restores only these files or directories of the backup (a directory with everything
+	// under it), each relative to the volume's root as it is in the backup, e.g. "app/config" or
+	// "db/pg_hba.conf"; empty: the whole backup. A path the backup does not hold fails the
+	// restore (PathNotInBackup) before the target is touched. Not with target.overwrite Clean.
+	// +kubebuilder:validation:MaxItems=100
+	// +listType=set
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Paths",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:advanced"},order=4
+	Paths []RestorePath `json:"paths,omitempty"`
 }
+
+// RestorePath is a file or directory of a backup, relative to the volume's root: slash-separated
+// names, none of them empty, "." or "..".
+// The length bounds are OpenAPI (they bound the CEL rules' cost); the other rules are CEL, so
+// that one mistake does not hide the others (see OverwritePolicy).
+// +kubebuilder:validation:MaxLength=4096
+// +kubebuilder:validation:XValidation:rule="self != ''",message="a path must not be empty"
+// +kubebuilder:validation:XValidation:rule="!self.startsWith('/')",message="a path is relative to the volume's root: remove the leading /"
+// +kubebuilder:validation:XValidation:rule="!self.matches('(^|/)[.][.](/|$)')",message="a path must not have a .. component"
+// +kubebuilder:validation:XValidation:rule="!self.matches('(^|/)[.](/|$)')",message="a path must not have a . component: name the file or directory as it is under the volume's root"
+// +kubebuilder:validation:XValidation:rule="self.startsWith('/') || !(self.contains('//') || self.endsWith('/'))",message="a path must not have an empty component (// or a trailing /)"
+type RestorePath string
 
 // RestoreSource names a backup: of a PVCBackup in this namespace, or at an explicit S3 location
 // (backups made in another namespace or cluster).

@@ -1,6 +1,7 @@
 package pvcbackup
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -203,6 +204,22 @@ func TestAdmissionChecksEveryRuleOfAnObjectWithOneMistake(t *testing.T) {
 			"spec.source.backupID", []string{"should match"}},
 		{"two sources", restoreManifest, map[string]any{"spec.source.pvcBackup": "app-data"},
 			"spec.source", []string{"set exactly one of source.pvcBackup and source.s3"}},
+		{"absolute restore path", restoreManifest, map[string]any{"spec.paths": []any{"app/config", "/etc/passwd"}},
+			"spec.paths[1]", []string{"a path is relative to the volume's root: remove the leading /"}},
+		{"restore path with ..", restoreManifest, map[string]any{"spec.paths": []any{"app/../../etc"}},
+			"spec.paths[0]", []string{"a path must not have a .. component"}},
+		{"restore path that is ..", restoreManifest, map[string]any{"spec.paths": []any{".."}},
+			"spec.paths[0]", []string{"a path must not have a .. component"}},
+		{"restore path with .", restoreManifest, map[string]any{"spec.paths": []any{"./app"}},
+			"spec.paths[0]", []string{"a path must not have a . component"}},
+		{"empty restore path", restoreManifest, map[string]any{"spec.paths": []any{""}},
+			"spec.paths[0]", []string{"a path must not be empty"}},
+		{"restore path with an empty component", restoreManifest, map[string]any{"spec.paths": []any{"app//config"}},
+			"spec.paths[0]", []string{"a path must not have an empty component"}},
+		{"restore path with a trailing slash", restoreManifest, map[string]any{"spec.paths": []any{"app/"}},
+			"spec.paths[0]", []string{"a path must not have an empty component"}},
+		{"restore paths with Clean", restoreManifest, map[string]any{"spec.paths": []any{"app"}, "spec.target.overwrite": "Clean"},
+			"spec", []string{"paths cannot be combined with target.overwrite Clean"}},
 		{"two mistakes: deletion policy and bucket", backupManifest, map[string]any{"spec.deletionPolicy": "Purge", "spec.s3Bucket": "my..bucket"},
 			"spec.deletionPolicy", []string{"deletionPolicy must be Retain or Delete", "spec.s3Bucket", "two adjacent dots"}},
 		{"two mistakes: overwrite policy and sources", restoreManifest, map[string]any{"spec.target.overwrite": "Sometimes", "spec.source.pvcBackup": "app-data"},
@@ -214,6 +231,48 @@ func TestAdmissionChecksEveryRuleOfAnObjectWithOneMistake(t *testing.T) {
 			wantRejected(t, err, tt.field, tt.messages...)
 			t.Logf("%v", err)
 		})
+	}
+}
+
+// spec.paths of a PVCRestore: the schema's bounds (at most 100 paths, each at most 4096 bytes,
+// none twice) are refused with the field named; paths a restore can take are admitted.
+func TestAdmissionBoundsRestorePaths(t *testing.T) {
+	ns := admissionNamespace(t)
+	many := make([]any, 101)
+	for i := range many {
+		many[i] = fmt.Sprintf("dir/%d", i)
+	}
+	for _, tt := range []struct {
+		name     string
+		paths    []any
+		field    string
+		messages []string
+	}{
+		{"101 paths", many, "spec.paths", []string{"Too many: 101: must have at most 100 items"}},
+		{"a path of 4097 bytes", []any{strings.Repeat("a", 4097)}, "spec.paths[0]", []string{"may not be more than 4096"}},
+		{"a path twice", []any{"app/config", "db", "app/config"}, "spec.paths[2]", []string{`Duplicate value: "app/config"`}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			err := apply(manifest(t, restoreManifest, ns, map[string]any{"spec.paths": tt.paths}))
+			if !apierrors.IsInvalid(err) {
+				t.Fatalf("want Invalid, got %v", err)
+			}
+			for _, m := range append([]string{tt.field}, tt.messages...) {
+				if !strings.Contains(err.Error(), m) {
+					t.Errorf("the error does not say %q: %v", m, err)
+				}
+			}
+		})
+	}
+	for _, ok := range [][]any{
+		many[:100],
+		{"app/config", "db/pg_hba.conf", ".hidden/..x", "a b/ünïcode\nnewline", "..."},
+		{"app", "app/config"},
+	} {
+		edits := map[string]any{"spec.paths": ok, "spec.target.overwrite": "Merge"}
+		if err := apply(manifest(t, restoreManifest, ns, edits)); err != nil {
+			t.Errorf("paths %v are rejected: %v", ok[:min(len(ok), 3)], err)
+		}
 	}
 }
 

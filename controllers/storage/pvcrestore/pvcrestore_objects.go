@@ -51,7 +51,11 @@ func desiredRestoreJob(src storagekit.S3Source, prefix string, pr *storagev1.PVC
 	labels := map[string]string{storagekit.LabelRestore: pr.Name, "app.kubernetes.io/managed-by": "okgoes-operator",
 		"app.kubernetes.io/component": "restore-mover"}
 	engine := storagekit.EngineFor(pr.Status.Engine)
-	env := engine.RestoreEnv(src, prefix, pr.Status.ObjectKey, overwrite)
+	paths := make([]string, len(pr.Spec.Paths))
+	for i, p := range pr.Spec.Paths {
+		paths[i] = string(p)
+	}
+	env := engine.RestoreEnv(src, prefix, pr.Status.ObjectKey, overwrite, paths)
 	return storagekit.DesiredMoverJob(src, image, storagekit.MoverJob{
 		Name: restoreJobName(pr), Labels: labels, Command: "restore", Claim: pr.Status.TargetPVC, Options: pr.Spec.Mover,
 		FSGroup: true, Deadline: deadline, Env: env, KopiaCache: engine.MoverCache(),

@@ -38,7 +38,8 @@ type Engine interface {
 	// VerifyEnv is the environment of the verify Job of backup id under prefix.
 	VerifyEnv(src S3Source, prefix, id string) []corev1.EnvVar
 	// RestoreEnv is the environment of a restore Job of the backup named by objectKey (BackupKey).
-	RestoreEnv(src S3Source, prefix, objectKey, overwrite string) []corev1.EnvVar
+	// paths are PVCRestore spec.paths (mover.EnvRestorePaths), none for the whole backup.
+	RestoreEnv(src S3Source, prefix, objectKey, overwrite string, paths []string) []corev1.EnvVar
 	// MoverCache tells whether a mover Job of the engine mounts its cache directory.
 	MoverCache() bool
 	// SucceededMessage says what a successful run stored.
@@ -103,13 +104,31 @@ func (archiveEngine) VerifyEnv(_ S3Source, prefix, id string) []corev1.EnvVar {
 	}
 }
 
-func (archiveEngine) RestoreEnv(_ S3Source, _, objectKey, overwrite string) []corev1.EnvVar {
-	return []corev1.EnvVar{
+func (archiveEngine) RestoreEnv(_ S3Source, _, objectKey, overwrite string, paths []string) []corev1.EnvVar {
+	return append([]corev1.EnvVar{
 		{Name: mover.EnvTargetDir, Value: VolumeMount},
 		{Name: mover.EnvArchiveKey, Value: objectKey},
 		{Name: mover.EnvManifestKey, Value: ManifestKeyOf(objectKey)},
 		{Name: mover.EnvOverwrite, Value: overwrite},
+	}, pathsEnv(paths)...)
+}
+
+// pathsEnv is the mover.EnvRestorePaths variable of a restore of paths; none for the whole
+// backup, so a whole restore's Job is the one it always was.
+func pathsEnv(paths []string) []corev1.EnvVar {
+	if len(paths) == 0 {
+		return nil
 	}
+	return []corev1.EnvVar{{Name: mover.EnvRestorePaths, Value: mover.EncodePaths(paths)}}
+}
+
+// restoredOf says how much of the backup a restore of some paths restored ("" for a whole one).
+func restoredOf(res mover.Result) string {
+	if res.TotalFiles == 0 && res.TotalBytes == 0 && res.RestoredBytes == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; restored the requested paths: %d files (%d bytes) of the backup's %d files (%d bytes)",
+		res.Files, res.RestoredBytes, res.TotalFiles, res.TotalBytes)
 }
 
 func (archiveEngine) SucceededMessage(run *storagev1.RunStatus) string {
@@ -117,7 +136,8 @@ func (archiveEngine) SucceededMessage(run *storagev1.RunStatus) string {
 }
 
 func (archiveEngine) RestoredMessage(pr *storagev1.PVCRestore, res mover.Result) string {
-	return fmt.Sprintf("restored backup %s into %s; sha256 %s verified against the manifest", pr.Status.BackupID, pr.Status.TargetPVC, res.SHA256)
+	return fmt.Sprintf("restored backup %s into %s; sha256 %s verified against the manifest", pr.Status.BackupID, pr.Status.TargetPVC, res.SHA256) +
+		restoredOf(res)
 }
 
 // check is mover.CheckBackup, the rule the mover applies before it restores.
@@ -160,12 +180,13 @@ func (kopiaEngine) VerifyEnv(src S3Source, prefix, id string) []corev1.EnvVar {
 }
 
 // RestoreEnv: objectKey is the manifest; the mover reads the snapshot from it.
-func (kopiaEngine) RestoreEnv(src S3Source, prefix, objectKey, overwrite string) []corev1.EnvVar {
-	return append([]corev1.EnvVar{
+func (kopiaEngine) RestoreEnv(src S3Source, prefix, objectKey, overwrite string, paths []string) []corev1.EnvVar {
+	env := append([]corev1.EnvVar{
 		{Name: mover.EnvTargetDir, Value: VolumeMount},
 		{Name: mover.EnvManifestKey, Value: objectKey},
 		{Name: mover.EnvOverwrite, Value: overwrite},
-	}, KopiaEnv(src, prefix)...)
+	}, pathsEnv(paths)...)
+	return append(env, KopiaEnv(src, prefix)...)
 }
 
 func (kopiaEngine) SucceededMessage(run *storagev1.RunStatus) string {
@@ -174,7 +195,7 @@ func (kopiaEngine) SucceededMessage(run *storagev1.RunStatus) string {
 
 func (kopiaEngine) RestoredMessage(pr *storagev1.PVCRestore, res mover.Result) string {
 	return fmt.Sprintf("restored backup %s (kopia snapshot %s) into %s; %d files, %d bytes checked against the manifest",
-		pr.Status.BackupID, pr.Status.SnapshotID, pr.Status.TargetPVC, res.Files, res.Bytes)
+		pr.Status.BackupID, pr.Status.SnapshotID, pr.Status.TargetPVC, res.Files, res.Bytes) + restoredOf(res)
 }
 
 // check: the manifest must name its snapshot (whether the snapshot is readable only the mover,

@@ -72,6 +72,9 @@ type RestoreJob struct {
 	ArchiveKey  string // archive engine only
 	ManifestKey string
 	Overwrite   string // Refuse, Clean or Merge
+	// Paths restores only these files or directories (mover.DecodePaths: checked, outermost
+	// only, sorted); nil: the whole backup.
+	Paths []string
 }
 
 // VerifyJob describes one verify: the backup to read back.

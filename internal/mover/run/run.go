@@ -156,6 +156,14 @@ func backup(ctx context.Context, getenv func(string) string, version string) mov
 func Restore(ctx context.Context, getenv func(string) string) mover.Result {
 	job := engine.RestoreJob{TargetDir: getenv(mover.EnvTargetDir), ArchiveKey: getenv(mover.EnvArchiveKey),
 		ManifestKey: getenv(mover.EnvManifestKey), Overwrite: getenv(mover.EnvOverwrite)}
+	paths, err := mover.DecodePaths(getenv(mover.EnvRestorePaths))
+	if err != nil {
+		return report(getenv, failed(err, mover.ReasonInvalidConfig))
+	}
+	if len(paths) > 0 && job.Overwrite == "Clean" { // admission refuses it; never empty a volume for some paths
+		return report(getenv, failed(fmt.Errorf("%s cannot be combined with %s=Clean", mover.EnvRestorePaths, mover.EnvOverwrite), mover.ReasonInvalidConfig))
+	}
+	job.Paths = paths
 	return report(getenv, read(ctx, getenv, func(e Engine, ctx context.Context, s3 engine.S3) (mover.Result, error) {
 		return e.Restore(ctx, s3, job)
 	}))

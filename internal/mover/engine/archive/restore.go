@@ -6,6 +6,8 @@ import (
 	"context"
 	"errors"
 	"io"
+	"strconv"
+	"strings"
 
 	tarzstd "github.com/okgoes/okgoes-operator/internal/archive"
 	"github.com/okgoes/okgoes-operator/internal/mover"
@@ -27,6 +29,12 @@ func (Engine) Restore(ctx context.Context, s3 engine.S3, job engine.RestoreJob) 
 	if job.TargetDir == "" || job.ArchiveKey == "" || job.ManifestKey == "" {
 		return mover.Result{}, mover.Fail(mover.ReasonInvalidConfig, "missing environment: %s, %s and %s are required",
 			mover.EnvTargetDir, mover.EnvArchiveKey, mover.EnvManifestKey)
+	}
+	if len(job.Paths) > 0 {
+		m, sv, st, err := RestorePaths(ctx, s3.Store, job)
+		res := result(m, st, job.ArchiveKey)
+		res.RestoredBytes, res.TotalFiles, res.TotalBytes = st.ContentBytes, sv.Whole.Files, sv.Whole.ContentBytes
+		return res, err
 	}
 	m, st, err := Restore(ctx, s3.Store, job)
 	return result(m, st, job.ArchiveKey), err
@@ -63,6 +71,79 @@ func Restore(ctx context.Context, store ObjectReader, job engine.RestoreJob) (ta
 		err = engine.RestoreFailed(err, prepared, job.Overwrite)
 	}
 	return m, st, err
+}
+
+// RestorePaths restores only job.Paths of the backup (and the directories above them) into
+// job.TargetDir. A tar stream has no index, so it reads the archive twice: first to its end
+// writing nothing (archive.SurveySelection), which proves it whole against the manifest and
+// every path present and restorable alone (PathNotInBackup otherwise), all before the target is
+// touched; then again, extracting the selection, whose counts must be the survey's. It returns
+// the survey and the Stats of what it extracted.
+func RestorePaths(ctx context.Context, store ObjectReader, job engine.RestoreJob) (tarzstd.Manifest, tarzstd.Survey, tarzstd.Stats, error) {
+	sel := tarzstd.Select(job.Paths)
+	var sv tarzstd.Survey
+	m, _, err := readBackup(ctx, store, job.ArchiveKey, job.ManifestKey, nil, func(r io.Reader) (tarzstd.Stats, error) {
+		var err error
+		sv, err = tarzstd.SurveySelection(ctx, r, sel)
+		return sv.Whole, err
+	})
+	if err == nil {
+		err = selectionError(job.ArchiveKey, sv)
+	}
+	if err != nil {
+		return m, sv, tarzstd.Stats{}, engine.RestoreFailed(err, false, job.Overwrite)
+	}
+	var got tarzstd.Stats
+	prepared := false
+	m, _, err = readBackup(ctx, store, job.ArchiveKey, job.ManifestKey,
+		func() error {
+			err := engine.PrepareTarget(job.TargetDir, job.Overwrite)
+			prepared = err == nil
+			return err
+		},
+		func(r io.Reader) (tarzstd.Stats, error) {
+			var err error
+			got, err = tarzstd.Read(ctx, r, job.TargetDir, tarzstd.ReadOptions{Chown: true, IgnoreChownEPERM: true, Only: sel})
+			if err != nil {
+				return got, err
+			}
+			if want := sv.Selected; got != want {
+				return got, mover.Fail(mover.ReasonVerificationFailed, "archive %s: restored %d files (%d bytes), %d directories, %d symlinks, %d hard links "+
+					"of the paths; the first read found %d files (%d bytes), %d directories, %d symlinks, %d hard links",
+					job.ArchiveKey, got.Files, got.ContentBytes, got.Dirs, got.Symlinks, got.HardLinks,
+					want.Files, want.ContentBytes, want.Dirs, want.Symlinks, want.HardLinks)
+			}
+			whole := sv.Whole // the stream is the one the survey proved whole: compare it so with the manifest
+			whole.ArchiveBytes, whole.SHA256 = got.ArchiveBytes, got.SHA256
+			return whole, nil
+		})
+	if err != nil {
+		err = engine.RestoreFailed(err, prepared, job.Overwrite)
+	}
+	return m, sv, got, err
+}
+
+// selectionError is PathNotInBackup when the survey of archiveKey found a path missing or a hard
+// link that cannot be restored without a file outside the paths.
+func selectionError(archiveKey string, sv tarzstd.Survey) error {
+	if len(sv.Missing) > 0 {
+		return mover.Fail(mover.ReasonPathNotInBackup, "the backup (archive %s) holds no %s: paths name files or directories relative to the volume's root, as they were backed up",
+			archiveKey, quoteAll(sv.Missing))
+	}
+	for link, file := range sv.Outside {
+		return mover.Fail(mover.ReasonPathNotInBackup, "%q is a hard link to %q, which is not under the paths to restore: the archive holds the content once, "+
+			"under %q; add %q to paths", link, file, file, file)
+	}
+	return nil
+}
+
+// quoteAll is the paths, quoted, joined with " or ".
+func quoteAll(paths []string) string {
+	q := make([]string, len(paths))
+	for i, p := range paths {
+		q[i] = strconv.Quote(p)
+	}
+	return strings.Join(q, " or ")
 }
 
 // Verify downloads a backup and checks it against its manifest (sha256, size, counts) without

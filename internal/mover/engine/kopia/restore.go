@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/okgoes/okgoes-operator/internal/archive"
 	"github.com/okgoes/okgoes-operator/internal/kopiarepo"
@@ -74,8 +75,62 @@ func (e Engine) Restore(ctx context.Context, s3 engine.S3, job engine.RestoreJob
 	if job.TargetDir == "" || job.ManifestKey == "" {
 		return mover.Result{}, mover.Fail(mover.ReasonInvalidConfig, "missing environment: %s and %s are required", mover.EnvTargetDir, mover.EnvManifestKey)
 	}
+	if len(job.Paths) > 0 {
+		m, sel, st, err := restorePaths(ctx, s3.Store, s3.Config, job, e.Options.watched(s3.Watch))
+		res := readResult(m, int64(st.Files), st.Bytes)
+		res.RestoredBytes, res.TotalFiles, res.TotalBytes = st.Bytes, m.Files, m.ContentBytes
+		if sel != nil {
+			res.TotalFiles, res.TotalBytes = sel.TotalFiles, sel.TotalBytes
+		}
+		return res, err
+	}
 	m, st, err := restore(ctx, s3.Store, s3.Config, job, e.Options.watched(s3.Watch))
 	return readResult(m, int64(st.Files), st.Bytes), err
+}
+
+// restorePaths restores only job.Paths of the kopia backup whose manifest is job.ManifestKey
+// into job.TargetDir. Before the target is touched it proves the backup readable as restore
+// does and walks to each path (kopiarepo.Repo.Select: only the directories on the way are
+// read): a path the snapshot lacks is PathNotInBackup. Then only the selection's directories
+// and files are read, and the restored counts are checked against the snapshot's summaries of
+// the selection. Clean never comes here (the run refuses it with paths).
+func restorePaths(ctx context.Context, store Store, cfg objectstore.Config, job engine.RestoreJob, opts Options) (archive.Manifest, *kopiarepo.Selection, kopiarepo.RestoreStats, error) {
+	var st kopiarepo.RestoreStats
+	var sel *kopiarepo.Selection
+	prepared := false
+	m, err := readKopiaManifest(ctx, store, job.ManifestKey)
+	if err == nil {
+		var r *kopiarepo.Repo
+		if r, err = openSnapshot(ctx, cfg, opts, m); err == nil {
+			defer r.Close(context.WithoutCancel(ctx)) //nolint:errcheck // read-only
+			sel, err = r.Select(ctx, m.Kopia.SnapshotID, job.Paths)
+			err = selectError(ctx, m, err)
+			if err == nil {
+				err = engine.PrepareTarget(job.TargetDir, job.Overwrite)
+			}
+			if err == nil {
+				prepared = true
+				st, err = r.RestoreSelection(ctx, sel, job.TargetDir)
+				err = restoreError(ctx, m, st, err, sel)
+			}
+		}
+	}
+	if err != nil {
+		err = engine.RestoreFailed(err, prepared, job.Overwrite)
+	}
+	return m, sel, st, err
+}
+
+// selectError classifies an error of finding the paths of a restore in backup m.
+func selectError(ctx context.Context, m archive.Manifest, err error) error {
+	var missing *kopiarepo.PathsNotFoundError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &missing):
+		return mover.Fail(mover.ReasonPathNotInBackup, "backup %s: %v: paths name files or directories relative to the volume's root, as they were backed up", m.ID, err)
+	}
+	return readError(ctx, m, "restore (finding the paths)", err)
 }
 
 // Verify reads back the kopia backup whose manifest is job.ManifestKey, and returns the Result
@@ -114,7 +169,7 @@ func restore(ctx context.Context, store Store, cfg objectstore.Config, job engin
 			if err == nil {
 				prepared = true
 				st, err = r.Restore(ctx, m.Kopia.SnapshotID, job.TargetDir)
-				err = restoreError(ctx, m, st, err)
+				err = restoreError(ctx, m, st, err, nil)
 			}
 		}
 	}
@@ -158,9 +213,15 @@ func readError(ctx context.Context, m archive.Manifest, what string, err error) 
 	return mover.Fail(mover.ReasonVerificationFailed, "%s: backup %s is damaged: %v", what, m.ID, err)
 }
 
-// restoreError classifies the outcome of a kopia restore.
-func restoreError(ctx context.Context, m archive.Manifest, st kopiarepo.RestoreStats, err error) error {
+// restoreError classifies the outcome of a kopia restore of the whole backup m, or of its
+// selection sel (whose counts come from the snapshot's summaries of the paths).
+func restoreError(ctx context.Context, m archive.Manifest, st kopiarepo.RestoreStats, err error, sel *kopiarepo.Selection) error {
 	switch {
+	case err == nil && sel != nil && sel.Known && (int64(st.Files) != sel.Files || st.Bytes != sel.Bytes):
+		return mover.Fail(mover.ReasonVerificationFailed, "restored %d files (%d bytes) of %s, the snapshot of backup %s says they hold %d (%d bytes)",
+			st.Files, st.Bytes, strings.Join(sel.Paths(), ", "), m.ID, sel.Files, sel.Bytes)
+	case err == nil && sel != nil:
+		return nil
 	case err == nil && (int64(st.Files) != m.Files || st.Bytes != m.ContentBytes):
 		return mover.Fail(mover.ReasonVerificationFailed, "restored %d files (%d bytes), the manifest of backup %s says %d (%d bytes)",
 			st.Files, st.Bytes, m.ID, m.Files, m.ContentBytes)
