@@ -54,7 +54,7 @@ type PVCRestoreSpec struct {
 // The length bounds are OpenAPI (they bound the CEL rules' cost); the other rules are CEL, so
 // that one mistake does not hide the others (see OverwritePolicy).
 // +kubebuilder:validation:MaxLength=4096
-// +kubebuilder:validation:XValidation:rule="self != ''",message="a path must not be empty"
+// +kubebuilder:validation:XValidation:rule="size(self) > 0",message="a path must not be empty"
 // +kubebuilder:validation:XValidation:rule="!self.startsWith('/')",message="a path is relative to the volume's root: remove the leading /"
 // +kubebuilder:validation:XValidation:rule="!self.matches('(^|/)[.][.](/|$)')",message="a path must not have a .. component"
 // +kubebuilder:validation:XValidation:rule="!self.matches('(^|/)[.](/|$)')",message="a path must not have a . component: name the file or directory as it is under the volume's root"

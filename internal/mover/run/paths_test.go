@@ -136,8 +136,8 @@ func TestRestoreOfSomePaths(t *testing.T) {
 			t.Run("merge writes only the paths and keeps the rest of the target", func(t *testing.T) {
 				dst := t.TempDir()
 				randomFile(t, filepath.Join(dst, "app/config/a.conf"), 10, 9) // replaced
-				randomFile(t, filepath.Join(dst, "app/logs/mine.log"), 10, 9)  // kept
-				randomFile(t, filepath.Join(dst, "other"), 10, 9)              // kept
+				randomFile(t, filepath.Join(dst, "app/logs/mine.log"), 10, 9) // kept
+				randomFile(t, filepath.Join(dst, "other"), 10, 9)             // kept
 				res := restorePaths(t, dst, "Merge", "app/config")
 				if res.Result != Succeeded || res.Files != 2 {
 					t.Fatalf("restore: %+v", res)
