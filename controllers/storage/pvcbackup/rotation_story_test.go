@@ -96,6 +96,7 @@ func TestKopiaWrongPasswordPairIsAConditionAndChangesNothing(t *testing.T) {
 		t.Fatalf("run 2 with a wrong pair: %+v, want %s", res, mover.ReasonRepositoryPasswordWrong)
 	}
 	ready := storagetest.Condition(pb, storagev1.ConditionReady)
+	t.Logf("what the user sees: Ready=%s %s: %s", ready.Status, ready.Reason, ready.Message)
 	for _, want := range []string{"neither the repository password nor the previous one", `Secret "s3-creds" named by spec.s3.credentialsSecretRef`,
 		`under "` + keyA + `"`, `under "` + keyPrev + `"`, "the repository was not changed"} {
 		if ready.Status != metav1.ConditionFalse || ready.Reason != ReasonRepositoryPasswordWrong || !strings.Contains(ready.Message, want) {

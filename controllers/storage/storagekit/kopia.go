@@ -68,7 +68,7 @@ func FailureMessage(src S3Source, reason, msg string) string {
 		return msg
 	}
 	key := PasswordKey(src.Location)
-	return msg + fmt.Sprintf("; the repository was not changed. In Secret %q named by %s put the repository's password under %q; "+
+	return msg + fmt.Sprintf(". In Secret %q named by %s put the repository's password under %q; "+
 		"to change the password, put the new one under %q and the repository's current one under %q (the next backup changes it)",
 		src.Location.CredentialsSecretRef.Name, src.Fields.Field("credentialsSecretRef"), key, key, key+PreviousPasswordSuffix)
 }

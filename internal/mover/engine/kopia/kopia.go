@@ -97,10 +97,10 @@ func openRepo(ctx context.Context, cfg objectstore.Config, opts Options, forRead
 		return r, false, nil
 	case errors.Is(err, kopiarepo.ErrWrongPassword) && opts.PreviousPassword != "":
 		return nil, false, mover.Fail(mover.ReasonRepositoryPasswordWrong, "neither the repository password nor the previous one opens the kopia repository at %s: "+
-			"the credentials Secret holds two other passwords than the repository's; nothing was changed", opts.Prefix)
+			"the credentials Secret holds two other passwords than the repository's; the repository was not changed", opts.Prefix)
 	case errors.Is(err, kopiarepo.ErrWrongPassword):
 		return nil, false, mover.Fail(mover.ReasonRepositoryPasswordWrong, "the repository password does not open the kopia repository at %s: "+
-			"the credentials Secret holds another password than the one the repository was created with", opts.Prefix)
+			"the credentials Secret holds another password than the repository's; the repository was not changed", opts.Prefix)
 	case errors.Is(err, kopiarepo.ErrNotARepository):
 		return nil, false, mover.Fail(mover.ReasonNotARepository, "%s holds objects that are not a kopia repository: the operator neither uses nor overwrites them", opts.Prefix)
 	case errors.Is(err, kopiarepo.ErrNoRepository):
