@@ -109,8 +109,10 @@ func TestKopiaWrongPasswordPairIsAConditionAndChangesNothing(t *testing.T) {
 		}
 	}
 	assertOpens(t, w, pb, passwordA, wrongNew)
-	if got := w.Reconcile(pb); got.RequeueAfter < 30*time.Minute {
-		t.Errorf("after the failed run the PVCBackup requeues in %v, want its next scheduled run (no retry loop)", got.RequeueAfter)
+	next, err := time.Parse(time.RFC3339, pb.Status.NextBackup)
+	w.Must(err)
+	if got, want := w.Reconcile(pb).RequeueAfter, next.Sub(w.Clock.Now()); got < want-time.Second {
+		t.Errorf("after the failed run the PVCBackup requeues in %v, want its next scheduled run in %v (no retry loop)", got, want)
 	}
 	if n := len(w.Jobs()); n != 0 {
 		t.Errorf("%d Jobs after the failed run was recorded, want none until the next scheduled run", n)
