@@ -10,6 +10,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
@@ -160,13 +161,20 @@ func TestUpgradeStory(t *testing.T) {
 	if c := s.getBeta("c"); c.Spec.Redis.MaxClients == nil || *c.Spec.Redis.MaxClients != 77 {
 		t.Fatalf("c lost maxClients through the migration: %+v", c.Spec.Redis)
 	}
+
+	// The rollback's 0.1.0 manager rendered c without maxClients (it does not know the field);
+	// 0.3.0 puts it back, and waitReady above cannot tell (c's observedGeneration did not move).
+	// The templates 0.4.0 must keep are the ones 0.3.0 settled on, not a moment before.
+	s.eventually(30*time.Second, func() error {
+		if conf := s.redisConf("c"); !strings.Contains(conf, "maxclients 77\n") {
+			return fmt.Errorf("the 0.3.0 manager has not rendered c's maxclients yet")
+		}
+		return nil
+	})
+	templates := s.settledTemplates("a", "b", "c", "d")
 	done()
 
 	done = step(t, "0.4.0 CRDs (spec.mode), then the 0.4.0 manager with its RBAC: caches created before read as Standalone and keep their pods")
-	templates := map[string]string{}
-	for _, name := range []string{"a", "b", "c", "d"} {
-		templates[name] = s.podTemplate(name)
-	}
 	keepPods := func(what string) {
 		for _, name := range []string{"a", "b", "c", "d"} {
 			if m := s.getBeta(name).Spec.Mode; m != cachev1beta1.ModeStandalone {
@@ -637,6 +645,29 @@ func (s *story) podTemplate(name string) string {
 		s.t.Fatal(err)
 	}
 	return string(b)
+}
+
+// settledTemplates returns the pod templates of the named caches' Deployments once two reads 2 s
+// apart agree: no manager is still changing them.
+func (s *story) settledTemplates(names ...string) map[string]string {
+	read := func() map[string]string {
+		out := map[string]string{}
+		for _, name := range names {
+			out[name] = s.podTemplate(name)
+		}
+		return out
+	}
+	var got map[string]string
+	s.eventually(60*time.Second, func() error {
+		first := read()
+		time.Sleep(2 * time.Second)
+		got = read()
+		if !maps.Equal(first, got) {
+			return fmt.Errorf("the pod templates still change")
+		}
+		return nil
+	})
+	return got
 }
 
 func (s *story) redisConf(name string) string {
