@@ -15,7 +15,8 @@ import (
 
 // A user restores one directory of a backup (spec.paths: [db]) into a new PVC, with each engine,
 // through the controller, the real mover and MinIO: the Job hands the paths to the mover, only
-// db comes back, byte for byte, and the status says how much of the backup that was.
+// db comes back, byte for byte, and the status says how much of the backup that was; a path
+// the backup does not hold fails PathNotInBackup and writes nothing.
 func TestRestoreOfOneDirectoryIntoANewPVC(t *testing.T) {
 	for _, engine := range []storagev1.BackupEngine{storagev1.EngineArchive, storagev1.EngineKopia} {
 		t.Run(string(engine), func(t *testing.T) {
@@ -69,6 +70,22 @@ func TestRestoreOfOneDirectoryIntoANewPVC(t *testing.T) {
 				if _, err := os.Lstat(filepath.Join(dst, f)); !os.IsNotExist(err) {
 					t.Errorf("%s is not under the paths, yet was restored (%v)", f, err)
 				}
+			}
+
+			// A path the backup does not hold: Failed, PathNotInBackup naming it, nothing written.
+			bad := newRestore(w.NS, "bad", "app")
+			bad.Spec.Paths = []storagev1.RestorePath{"db", "var/lib/nope"}
+			w.Must(k8s.Create(testCtx, bad))
+			w.reconcileRestore(bad)
+			empty := t.TempDir()
+			w.restoreInto(bad, empty)
+			c = condition2(bad)
+			if bad.Status.Phase != storagev1.RestoreFailed || c.Reason != string(mover.ReasonPathNotInBackup) ||
+				!strings.Contains(c.Message, `"var/lib/nope"`) || !strings.Contains(c.Message, "the target volume was not changed") {
+				t.Errorf("restore of an absent path: %+v, Complete = %+v", bad.Status, c)
+			}
+			if left, _ := os.ReadDir(empty); len(left) != 0 {
+				t.Errorf("the failed restore wrote %v", left)
 			}
 		})
 	}
