@@ -93,7 +93,8 @@ type Result struct {
 	// checked before it read the volume (the day's slice, kopiarepo.DefaultVerifyPercent).
 	SampledBytes int64 `json:"sampledBytes,omitempty"`
 	// PasswordRotated: the repository opened only with the previous password
-	// (EnvKopiaPreviousPassword) and the backup changed its password to the current one.
+	// (EnvKopiaPreviousPassword) and the backup changed its password to the current one; also
+	// on a failed backup, whose rotation stands.
 	PasswordRotated bool `json:"passwordRotated,omitempty"`
 }
 

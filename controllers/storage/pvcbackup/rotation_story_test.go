@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -77,6 +78,31 @@ func TestKopiaPasswordRotationThroughTheController(t *testing.T) {
 	if again := eventsWith(events, "Normal PasswordRotated"); len(again) != 0 {
 		t.Errorf("run 3 emitted %q", again)
 	}
+}
+
+// A run that changed the password and then failed (its volume could not be read) still reports
+// the rotation: status.repository.passwordChangeTime and a PasswordRotated event; the run itself
+// is a failure as it should be.
+func TestKopiaRotationByAFailedRunIsReported(t *testing.T) {
+	w := newWorld(t)
+	events := record.NewFakeRecorder(50)
+	w.r.Recorder = events
+	pb, src, first := w.KopiaStory("app")
+	if res := w.KopiaRun(pb, first, 1, src); !res.Succeeded() {
+		t.Fatalf("run 1 with password A: %+v", res)
+	}
+	w.EditSecret("s3-creds", map[string]string{keyA: passwordB, keyPrev: passwordA})
+	res := w.KopiaRun(pb, first, 2, filepath.Join(src, "gone"))
+	if res.Succeeded() || !res.PasswordRotated || pb.Status.LastRun.Result != storagev1.RunFailed {
+		t.Fatalf("run 2 of a missing volume: mover %+v, last run %+v; want a failure that rotated", res, pb.Status.LastRun)
+	}
+	if pb.Status.Repository.PasswordChangeTime == nil {
+		t.Errorf("status.repository = %+v, want passwordChangeTime set by the failed run", pb.Status.Repository)
+	}
+	if got := eventsWith(events, "Normal PasswordRotated"); len(got) != 1 {
+		t.Errorf("PasswordRotated events = %q, want one", got)
+	}
+	assertOpens(t, w, pb, passwordB, passwordA)
 }
 
 // A wrong pair (neither the key nor "<key>.previous" opens the repository) fails the run with

@@ -153,3 +153,25 @@ type cliError struct {
 }
 
 func (e *cliError) Error() string { return e.err.Error() + ": " + e.out }
+
+// A backup that changed the password and then failed (here: its volume cannot be read) says it
+// rotated: the rotation stands, and the next run would open with the new password silently.
+func TestKopiaRotationStandsWhenTheBackupFails(t *testing.T) {
+	src := t.TempDir()
+	randomFile(t, filepath.Join(src, "a"), 4096, 1)
+	e, m, _ := kopiaSetup(t, src)
+	ctx := context.Background()
+	if res := Backup(ctx, e.get, "test"); !res.Succeeded() {
+		t.Fatalf("backup with A = %+v", res)
+	}
+	e[EnvKopiaPassword], e[EnvKopiaPreviousPassword] = "B", kopiaTestPassword
+	e[EnvSourceDir] = filepath.Join(src, "gone")
+	nextRun(e, "20261203T030000Z")
+	res := Backup(ctx, e.get, "test")
+	if res.Succeeded() || !res.PasswordRotated {
+		t.Fatalf("backup of a missing volume with B and previous A = %+v, want a failure that says it rotated", res)
+	}
+	if err := kopiaConnects(t, m, "B"); err != nil {
+		t.Errorf("the stock kopia CLI does not connect with B: %v", err)
+	}
+}

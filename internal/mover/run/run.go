@@ -205,7 +205,7 @@ func resultOf(res mover.Result, err error) mover.Result {
 		return res
 	}
 	f := failed(err, mover.ReasonStorageFailed)
-	f.ID, f.ArchiveKey, f.SnapshotID = res.ID, res.ArchiveKey, res.SnapshotID
+	f.ID, f.ArchiveKey, f.SnapshotID, f.PasswordRotated = res.ID, res.ArchiveKey, res.SnapshotID, res.PasswordRotated
 	return f
 }
 

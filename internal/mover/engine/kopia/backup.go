@@ -39,7 +39,8 @@ func (e Engine) Backup(ctx context.Context, s3 engine.S3, job engine.BackupJob) 
 	}
 	m, kb, err := backup(ctx, s3.Store, s3.Config, e.Options, job, now)
 	if err != nil {
-		return mover.Result{ID: job.ID}, err
+		// A rotation stands even when the backup after it failed: say so, or nobody would know.
+		return mover.Result{ID: job.ID, PasswordRotated: kb.passwordRotated}, err
 	}
 	return result(m, kb), nil
 }
