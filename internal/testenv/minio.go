@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
@@ -14,6 +15,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/credentials"
 )
 
 // MinIO is a real MinIO server on loopback with a fresh data directory, for one test.
@@ -45,7 +49,8 @@ func StartMinIO(t testing.TB) *MinIO {
 	}
 	// A free port is picked, closed and handed to MinIO: another process (a parallel test
 	// package's API server, etcd or MinIO) can take it in between. MinIO then exits at once
-	// saying so, and the start is retried on new ports.
+	// saying so (and another test's MinIO may have answered our liveness check meanwhile: a
+	// signed request with our keys tells), and the start is retried on new ports.
 	for attempt := 1; ; attempt++ {
 		m, log, err := startMinIO(t, bin)
 		if err == nil {
@@ -86,7 +91,26 @@ func startMinIO(t testing.TB, bin string) (*MinIO, string, error) {
 		log, _ := os.ReadFile(filepath.Join(m.dir, "minio.log"))
 		return m, string(log), err
 	}
+	if err := m.answersWithOurKeys(); err != nil {
+		// Another test's MinIO took the port first and answered the liveness check; ours is
+		// exiting (or has exited) saying the port is in use.
+		m.Stop()
+		return m, portInUse + " (another server answered: " + err.Error() + ")", err
+	}
 	return m, "", nil
+}
+
+// answersWithOurKeys makes one signed request with this server's root keys: a server that does
+// not know them is another one on the same port.
+func (m *MinIO) answersWithOurKeys() error {
+	c, err := minio.New(m.Endpoint, &minio.Options{Creds: credentials.NewStaticV4(m.AccessKey, m.SecretKey, "")})
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err = c.ListBuckets(ctx)
+	return err
 }
 
 // waitLive polls the liveness endpoint, giving up early when the server exits (a bad flag or a
