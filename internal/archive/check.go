@@ -13,26 +13,13 @@ import (
 func Check(ctx context.Context, r io.Reader) (Stats, error) {
 	var st Stats
 	n, sum, err := scan(ctx, r, func(hdr *tar.Header, content io.Reader) error {
-		switch hdr.Typeflag {
-		case tar.TypeDir:
-			st.Dirs++
-		case tar.TypeReg:
-			st.Files++
-			st.ContentBytes += hdr.Size
+		if err := tally(&st, hdr); err != nil {
+			return err
+		}
+		if hdr.Typeflag == tar.TypeReg {
 			if _, err := io.Copy(io.Discard, cancellable{ctx, content}); err != nil {
 				return fmt.Errorf("archive entry %q: %w", hdr.Name, err)
 			}
-		case tar.TypeSymlink:
-			st.Symlinks++
-		case tar.TypeLink:
-			st.HardLinks++
-		case tar.TypeFifo:
-			st.FIFOs++
-		case tar.TypeChar, tar.TypeBlock:
-			st.Skipped++
-		case tar.TypeXGlobalHeader:
-		default:
-			return fmt.Errorf("archive entry %q: unsupported type %q", hdr.Name, hdr.Typeflag)
 		}
 		return nil
 	})

@@ -119,7 +119,7 @@ func SurveySelection(ctx context.Context, r io.Reader, sel *Selection) (Survey, 
 	return sv, nil
 }
 
-// tally counts the entry hdr into st as Read and Check count it.
+// tally counts the entry hdr into st as Read, Check and a selection count it.
 func tally(st *Stats, hdr *tar.Header) error {
 	switch hdr.Typeflag {
 	case tar.TypeDir:
