@@ -395,7 +395,10 @@ func TestReplicationFailsOverToTheMostUpToDateReplica(t *testing.T) {
 	}
 	// fo-1 follows fo-2 and gets the writes it missed.
 	eventually(t, 20*time.Second, func() error {
-		in := procs[1].info(t)
+		in, err := procs[1].tryInfo()
+		if err != nil {
+			return err
+		}
 		if in.Role != redisadmin.RoleReplica || in.MasterPort != procs[2].port || !in.MasterLinkUp {
 			return fmt.Errorf("fo-1: %+v", in)
 		}
@@ -443,7 +446,10 @@ func TestReplicationFencesAReturningPrimary(t *testing.T) {
 	}
 	setPodReady(t, pods[0], true)
 	eventually(t, 20*time.Second, func() error {
-		in := procs[0].info(t)
+		in, err := procs[0].tryInfo()
+		if err != nil {
+			return err
+		}
 		if in.Role != redisadmin.RoleReplica || in.MasterPort != procs[1].port || !in.MasterLinkUp {
 			return fmt.Errorf("fence-0: %+v", in)
 		}

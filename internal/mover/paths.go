@@ -15,7 +15,7 @@ import (
 const EnvRestorePaths = "RESTORE_PATHS"
 
 // MaxRestorePaths is the most paths a restore takes (the CRD's maxItems).
-const MaxRestorePaths = 100
+const MaxRestorePaths = 20
 
 // EncodePaths is the value of EnvRestorePaths for paths ("" for none).
 func EncodePaths(paths []string) string {

@@ -42,7 +42,7 @@ type PVCRestoreSpec struct {
 	// under it), each relative to the volume's root as it is in the backup, e.g. "app/config" or
 	// "db/pg_hba.conf"; empty: the whole backup. A path the backup does not hold fails the
 	// restore (PathNotInBackup) before the target is touched. Not with target.overwrite Clean.
-	// +kubebuilder:validation:MaxItems=100
+	// +kubebuilder:validation:MaxItems=20
 	// +listType=set
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Paths",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:advanced"},order=4
@@ -53,11 +53,11 @@ type PVCRestoreSpec struct {
 // names, none of them empty, "." or "..".
 // The length bounds are OpenAPI (they bound the CEL rules' cost); the other rules are CEL, so
 // that one mistake does not hide the others (see OverwritePolicy).
-// +kubebuilder:validation:MaxLength=4096
+// +kubebuilder:validation:MaxLength=1024
 // +kubebuilder:validation:XValidation:rule="size(self) > 0",message="a path must not be empty"
 // +kubebuilder:validation:XValidation:rule="!self.startsWith('/')",message="a path is relative to the volume's root: remove the leading /"
-// +kubebuilder:validation:XValidation:rule="!self.matches('(^|/)[.][.](/|$)')",message="a path must not have a .. component"
-// +kubebuilder:validation:XValidation:rule="!self.matches('(^|/)[.](/|$)')",message="a path must not have a . component: name the file or directory as it is under the volume's root"
+// +kubebuilder:validation:XValidation:rule="self != '..' && !self.startsWith('../') && !self.endsWith('/..') && !self.contains('/../')",message="a path must not have a .. component"
+// +kubebuilder:validation:XValidation:rule="self != '.' && !self.startsWith('./') && !self.endsWith('/.') && !self.contains('/./')",message="a path must not have a . component: name the file or directory as it is under the volume's root"
 // +kubebuilder:validation:XValidation:rule="self.startsWith('/') || !(self.contains('//') || self.endsWith('/'))",message="a path must not have an empty component (// or a trailing /)"
 type RestorePath string
 

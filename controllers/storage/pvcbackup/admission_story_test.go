@@ -234,11 +234,11 @@ func TestAdmissionChecksEveryRuleOfAnObjectWithOneMistake(t *testing.T) {
 	}
 }
 
-// spec.paths of a PVCRestore: the schema's bounds (at most 100 paths, each at most 4096 bytes,
+// spec.paths of a PVCRestore: the schema's bounds (at most 20 paths, each at most 1024 bytes,
 // none twice) are refused with the field named; paths a restore can take are admitted.
 func TestAdmissionBoundsRestorePaths(t *testing.T) {
 	ns := admissionNamespace(t)
-	many := make([]any, 101)
+	many := make([]any, 21)
 	for i := range many {
 		many[i] = fmt.Sprintf("dir/%d", i)
 	}
@@ -248,8 +248,8 @@ func TestAdmissionBoundsRestorePaths(t *testing.T) {
 		field    string
 		messages []string
 	}{
-		{"101 paths", many, "spec.paths", []string{"Too many: 101: must have at most 100 items"}},
-		{"a path of 4097 bytes", []any{strings.Repeat("a", 4097)}, "spec.paths[0]", []string{"may not be more than 4096"}},
+		{"21 paths", many, "spec.paths", []string{"Too many: 21: must have at most 20 items"}},
+		{"a path of 1025 bytes", []any{strings.Repeat("a", 1025)}, "spec.paths[0]", []string{"may not be more than 1024"}},
 		{"a path twice", []any{"app/config", "db", "app/config"}, "spec.paths[2]", []string{`Duplicate value: "app/config"`}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -265,7 +265,8 @@ func TestAdmissionBoundsRestorePaths(t *testing.T) {
 		})
 	}
 	for _, ok := range [][]any{
-		many[:100],
+		many[:20],
+		{strings.Repeat("a", 1024)},
 		{"app/config", "db/pg_hba.conf", ".hidden/..x", "a b/ünïcode\nnewline", "..."},
 		{"app", "app/config"},
 	} {
