@@ -266,7 +266,53 @@ type KopiaOptions struct {
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Key Derivation",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:select:Scrypt","urn:alm:descriptor:com.tectonic.ui:select:PBKDF2"}
 	KeyDerivation KeyDerivation `json:"keyDerivation,omitempty"`
+	// Immutability creates the repository with S3 Object Lock retention on every blob it
+	// writes (kopia's blob retention), so that no one holding the operator's S3 credentials
+	// can delete or overwrite a backup for that long; maintenance extends the lock of every
+	// blob still in use. The bucket must have been created with object lock (which turns
+	// versioning on). It applies when the repository is created, by the first backup: an
+	// existing repository keeps its own, shown in status.repository.immutability, and a
+	// different setting here is reported as Ready=False ImmutabilityMismatch. Storage: every
+	// blob, including those retention or maintenance deletes, stays in the bucket until its
+	// lock expires (docs/backup-restore.md, immutable backups).
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Immutability",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:advanced"}
+	Immutability *Immutability `json:"immutability,omitempty"`
 }
+
+// Immutability is the S3 Object Lock retention of a kopia repository's blobs. Both fields are
+// required, by a CEL rule rather than the schema's required list: the API server skips every CEL
+// rule of an object that misses a required field.
+// +kubebuilder:validation:XValidation:rule="has(self.mode) && has(self.days)",message="immutability needs both mode (Governance or Compliance) and days (2 to 3650)"
+type Immutability struct {
+	// Mode is the S3 Object Lock mode. Governance: a user with the
+	// s3:BypassGovernanceRetention permission can still shorten the lock or delete a locked
+	// version (keep that permission away from the operator's credentials). Compliance: no one,
+	// not even the bucket's root account, can until the lock expires.
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Mode",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:select:Governance","urn:alm:descriptor:com.tectonic.ui:select:Compliance"}
+	// +optional
+	Mode ImmutabilityMode `json:"mode,omitempty"`
+	// Days each blob stays locked after it is written or after the maintenance that last
+	// extended its lock. At least 2: kopia extends the locks in full maintenance, once a day,
+	// and needs the period to exceed that interval by a day. A backup must run at least every
+	// days-1 days, or blobs still in use lose their lock before maintenance extends it.
+	// +kubebuilder:validation:XValidation:rule="self >= 2 && self <= 3650",message="immutability.days must be from 2 to 3650: kopia extends the locks once a day in full maintenance and needs the period to be at least a day longer"
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Days",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:number"}
+	// +optional
+	Days int32 `json:"days,omitempty"`
+}
+
+// ImmutabilityMode is an S3 Object Lock mode (spec.kopia.immutability.mode). The values are
+// checked by a CEL rule, not an OpenAPI enum, as for DeletionPolicy.
+// +kubebuilder:validation:XValidation:rule="self in ['Governance', 'Compliance']",message="immutability.mode must be Governance or Compliance"
+type ImmutabilityMode string
+
+const (
+	// ImmutabilityGovernance is S3's GOVERNANCE mode: s3:BypassGovernanceRetention overrides it.
+	ImmutabilityGovernance ImmutabilityMode = "Governance"
+	// ImmutabilityCompliance is S3's COMPLIANCE mode: nothing overrides it until it expires.
+	ImmutabilityCompliance ImmutabilityMode = "Compliance"
+)
 
 // KeyDerivation is a kopia repository's password key derivation (spec.kopia.keyDerivation).
 // The values are checked by a CEL rule, not an OpenAPI enum, as for DeletionPolicy.
@@ -427,6 +473,10 @@ type RepositoryStatus struct {
 	// or kopia's name of another algorithm.
 	// +optional
 	KeyDerivation string `json:"keyDerivation,omitempty"`
+	// Immutability is the S3 Object Lock retention the repository was created with
+	// (spec.kopia.immutability); absent when its blobs are not locked.
+	// +optional
+	Immutability *RepositoryImmutability `json:"immutability,omitempty"`
 	// LastQuickMaintenance and LastFullMaintenance are the last successful maintenance runs.
 	// Maintenance runs in the backup Job after the backup (quick hourly, full daily, when due):
 	// the data of deleted snapshots leaves the bucket only through full maintenance, days later.
@@ -449,6 +499,14 @@ type RepositoryStatus struct {
 	PasswordChangeTime *metav1.Time `json:"passwordChangeTime,omitempty"`
 	// UpdateTime is when the run that reported this ended.
 	UpdateTime metav1.Time `json:"updateTime"`
+}
+
+// RepositoryImmutability is a repository's blob retention as kopia stores it (kopia.blobcfg).
+type RepositoryImmutability struct {
+	// Mode is Governance or Compliance, or kopia's name of another mode.
+	Mode string `json:"mode"`
+	// Period is the retention period, as a Go duration (168h0m0s for 7 days).
+	Period metav1.Duration `json:"period"`
 }
 
 // RepositoryCheck is what a backup run found in the kopia repository: each run lists the

@@ -194,6 +194,16 @@ func TestAdmissionChecksEveryRuleOfAnObjectWithOneMistake(t *testing.T) {
 			"spec.retention", []string{"retention must keep at least one backup"}},
 		{"unknown key derivation", backupManifest, map[string]any{"spec.kopia": map[string]any{"keyDerivation": "Argon2"}},
 			"spec.kopia.keyDerivation", []string{"keyDerivation must be Scrypt or PBKDF2"}},
+		{"unknown immutability mode", backupManifest, map[string]any{"spec.kopia": map[string]any{"immutability": map[string]any{"mode": "Legal", "days": int64(7)}}},
+			"spec.kopia.immutability.mode", []string{"immutability.mode must be Governance or Compliance"}},
+		{"immutability of one day", backupManifest, map[string]any{"spec.kopia": map[string]any{"immutability": map[string]any{"mode": "Compliance", "days": int64(1)}}},
+			"spec.kopia.immutability.days", []string{"immutability.days must be from 2 to 3650"}},
+		{"immutability of eleven years", backupManifest, map[string]any{"spec.kopia": map[string]any{"immutability": map[string]any{"mode": "Governance", "days": int64(4000)}}},
+			"spec.kopia.immutability.days", []string{"immutability.days must be from 2 to 3650"}},
+		{"immutability without days", backupManifest, map[string]any{"spec.kopia": map[string]any{"immutability": map[string]any{"mode": "Governance"}}},
+			"spec.kopia.immutability", []string{"immutability needs both mode (Governance or Compliance) and days (2 to 3650)"}},
+		{"immutability for archives", backupManifest, map[string]any{"spec.engine": "Archive", "spec.kopia": map[string]any{"immutability": map[string]any{"mode": "Compliance", "days": int64(7)}}},
+			"spec", []string{"kopia options apply to the Kopia engine only"}},
 		{"kopia options for archives", backupManifest, map[string]any{"spec.engine": "Archive", "spec.kopia": map[string]any{"keyDerivation": "PBKDF2"}},
 			"spec", []string{"kopia options apply to the Kopia engine only"}},
 		{"unknown overwrite policy", restoreManifest, map[string]any{"spec.target.overwrite": "Sometimes"},
@@ -311,5 +321,19 @@ func TestAdmissionRejectsRetentionThatKeepsNothing(t *testing.T) {
 			}
 			wantRejected(t, err, "spec.retention", message)
 		})
+	}
+}
+
+// spec.kopia.immutability at its bounds, in both modes, is admitted.
+func TestAdmissionAdmitsImmutability(t *testing.T) {
+	ns := admissionNamespace(t)
+	for _, im := range []map[string]any{
+		{"mode": "Governance", "days": int64(2)},
+		{"mode": "Compliance", "days": int64(3650)},
+	} {
+		edits := map[string]any{"spec.kopia": map[string]any{"immutability": im}}
+		if err := apply(manifest(t, backupManifest, ns, edits)); err != nil {
+			t.Errorf("immutability %v is rejected: %v", im, err)
+		}
 	}
 }
