@@ -33,6 +33,7 @@ import (
 	cachev1beta1 "github.com/okgoes/okgoes-operator/api/cache/v1beta1"
 	storagev1 "github.com/okgoes/okgoes-operator/api/storage/v1"
 	cachecontrollers "github.com/okgoes/okgoes-operator/controllers/cache"
+	"github.com/okgoes/okgoes-operator/controllers/storage/backupcatalog"
 	"github.com/okgoes/okgoes-operator/controllers/storage/pvcbackup"
 	"github.com/okgoes/okgoes-operator/controllers/storage/pvcrestore"
 	"github.com/okgoes/okgoes-operator/controllers/storage/storagekit"
@@ -202,7 +203,8 @@ func newManager(restConfig *rest.Config, c config) (ctrl.Manager, error) {
 	if c.moverImage == "" {
 		return nil, fmt.Errorf("--mover-image (or $RELATED_IMAGE_MOVER) is required: the image of the backup Jobs")
 	}
-	// One cache for both controllers: PVCBackups and PVCRestores share Secrets and buckets.
+	// One cache for the storage controllers: PVCBackups, PVCRestores and BackupCatalogs share
+	// Secrets and buckets.
 	s3Cache := &storagekit.S3Cache{TTL: storagekit.DefaultPollInterval}
 	deps := func(name string) storagekit.Deps {
 		return storagekit.Deps{
@@ -228,6 +230,12 @@ func newManager(restConfig *rest.Config, c config) (ctrl.Manager, error) {
 		Deps:   deps("pvcrestore-controller"),
 	}).SetupWithManager(mgr, storagekit.Options{MaxConcurrentReconciles: c.maxConcurrent}); err != nil {
 		return nil, fmt.Errorf("set up the PVCRestore controller: %w", err)
+	}
+	if err := (&backupcatalog.BackupCatalogReconciler{
+		Client: mgr.GetClient(),
+		Deps:   deps("backupcatalog-controller"),
+	}).SetupWithManager(mgr, storagekit.Options{MaxConcurrentReconciles: c.maxConcurrent}); err != nil {
+		return nil, fmt.Errorf("set up the BackupCatalog controller: %w", err)
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return nil, err

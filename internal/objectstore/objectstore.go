@@ -243,6 +243,21 @@ func (s *Store) ListTop(ctx context.Context, prefix string) ([]ObjectInfo, error
 	return out, nil
 }
 
+// ListDirs returns the common prefixes directly under prefix, each ending in "/", in key order:
+// the "directories" one level down (e.g. the namespaces under a PVCBackup location's prefix).
+func (s *Store) ListDirs(ctx context.Context, prefix string) ([]string, error) {
+	var out []string
+	for o := range s.client.ListObjects(ctx, s.bucket, minio.ListObjectsOptions{Prefix: prefix}) {
+		if o.Err != nil {
+			return nil, o.Err
+		}
+		if strings.HasSuffix(o.Key, "/") {
+			out = append(out, o.Key)
+		}
+	}
+	return out, nil
+}
+
 // List returns the objects under prefix, in key order.
 func (s *Store) List(ctx context.Context, prefix string) ([]ObjectInfo, error) {
 	var out []ObjectInfo

@@ -30,12 +30,15 @@ const (
 )
 
 // ObjectStore is what the storage controllers need from S3: a bucket check before a run, the
-// manifest after it, listing and pruning backups, and the deletion of everything on
-// finalization. internal/objectstore implements it.
+// manifest after it, listing and pruning backups, the deletion of everything on finalization,
+// and (BackupCatalog) the PVCBackup prefixes of a location and the size of a kopia repository.
+// internal/objectstore implements it.
 type ObjectStore interface {
 	BucketExists(ctx context.Context) (bool, error)
 	Get(ctx context.Context, key string) (io.ReadCloser, error)
 	ListTop(ctx context.Context, prefix string) ([]objectstore.ObjectInfo, error)
+	ListDirs(ctx context.Context, prefix string) ([]string, error)
+	List(ctx context.Context, prefix string) ([]objectstore.ObjectInfo, error)
 	Delete(ctx context.Context, key string) error
 	DeletePrefix(ctx context.Context, prefix string) (int, error)
 	IncompleteUploads(ctx context.Context, prefix string, keys ...string) ([]string, error)

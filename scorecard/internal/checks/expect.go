@@ -23,11 +23,12 @@ type expectation struct {
 // expectations per kind. A kind not listed here must reach Ready=True.
 //
 // A RedisCache needs nothing outside the cluster: it must become Ready=True (reason Available).
-// A PVCBackup or PVCRestore sample points at a PVC, an S3 endpoint and a credentials Secret that
-// a scorecard namespace does not have, so for those the test asks that the operator reconciled
-// the object and explained its state with a reason from docs/backup-restore.md
-// (controllers/storage/pvcbackup/pvcbackup_status.go and
-// controllers/storage/pvcrestore/pvcrestore_controller.go).
+// A PVCBackup, PVCRestore or BackupCatalog sample points at a PVC, an S3 endpoint and a
+// credentials Secret that a scorecard namespace does not have, so for those the test asks that
+// the operator reconciled the object and explained its state with a reason from
+// docs/backup-restore.md (controllers/storage/pvcbackup/pvcbackup_status.go,
+// controllers/storage/pvcrestore/pvcrestore_controller.go and
+// controllers/storage/backupcatalog/backupcatalog_status.go).
 var expectations = map[string]expectation{
 	"RedisCache": {condition: "Ready", status: "True", reasons: []string{"Available"}},
 	"PVCBackup": {condition: "Ready", reasons: []string{
@@ -44,6 +45,13 @@ var expectations = map[string]expectation{
 		// True: finished
 		"Restored", "BackupNotFound", "VerificationFailed", "TargetNotEmpty", "InvalidSpec", "RestoreFailed",
 	}, why: "its source backup lives in S3, which the scorecard namespace does not have"},
+	"BackupCatalog": {condition: "Ready", reasons: []string{
+		// True
+		"Refreshed",
+		// False, polled
+		"CredentialsNotFound", "CredentialsRejected", "BucketNotFound", "EndpointUnreachable", "InvalidSpec",
+		"RepositoryPasswordMissing",
+	}, why: "its S3 endpoint and credentials Secret need not exist in the scorecard namespace"},
 }
 
 func expectationFor(kind string) expectation {
