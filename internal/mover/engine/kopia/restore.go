@@ -95,29 +95,17 @@ func (e Engine) Restore(ctx context.Context, s3 engine.S3, job engine.RestoreJob
 // and files are read, and the restored counts are checked against the snapshot's summaries of
 // the selection. Clean never comes here (the run refuses it with paths).
 func restorePaths(ctx context.Context, store Store, cfg objectstore.Config, job engine.RestoreJob, opts Options) (archive.Manifest, *kopiarepo.Selection, kopiarepo.RestoreStats, error) {
-	var st kopiarepo.RestoreStats
 	var sel *kopiarepo.Selection
-	prepared := false
-	m, err := readKopiaManifest(ctx, store, job.ManifestKey)
-	if err == nil {
-		var r *kopiarepo.Repo
-		if r, err = openSnapshot(ctx, cfg, opts, m); err == nil {
-			defer r.Close(context.WithoutCancel(ctx)) //nolint:errcheck // read-only
+	m, st, err := restoreWith(ctx, store, cfg, job, opts, restoreSteps{
+		check: func(r *kopiarepo.Repo, m archive.Manifest) (err error) {
 			sel, err = r.Select(ctx, m.Kopia.SnapshotID, job.Paths)
-			err = selectError(ctx, m, err)
-			if err == nil {
-				err = engine.PrepareTarget(job.TargetDir, job.Overwrite)
-			}
-			if err == nil {
-				prepared = true
-				st, err = r.RestoreSelection(ctx, sel, job.TargetDir)
-				err = restoreError(ctx, m, st, err, sel)
-			}
-		}
-	}
-	if err != nil {
-		err = engine.RestoreFailed(err, prepared, job.Overwrite)
-	}
+			return selectError(ctx, m, err)
+		},
+		write: func(r *kopiarepo.Repo, m archive.Manifest) (kopiarepo.RestoreStats, error) {
+			st, err := r.RestoreSelection(ctx, sel, job.TargetDir)
+			return st, restoreError(ctx, m, st, err, sel)
+		},
+	})
 	return m, sel, st, err
 }
 
@@ -155,6 +143,27 @@ func readResult(m archive.Manifest, files, bytes int64) mover.Result {
 // decrypted and matching the manifest). Every chunk is checked against its hash as it is read,
 // and the restored counts against the manifest.
 func restore(ctx context.Context, store Store, cfg objectstore.Config, job engine.RestoreJob, opts Options) (archive.Manifest, kopiarepo.RestoreStats, error) {
+	return restoreWith(ctx, store, cfg, job, opts, restoreSteps{
+		check: func(r *kopiarepo.Repo, m archive.Manifest) error { return proveBeforeClean(ctx, r, m, job) },
+		write: func(r *kopiarepo.Repo, m archive.Manifest) (kopiarepo.RestoreStats, error) {
+			st, err := r.Restore(ctx, m.Kopia.SnapshotID, job.TargetDir)
+			return st, restoreError(ctx, m, st, err, nil)
+		},
+	})
+}
+
+// restoreSteps is what a whole restore and a restore of some paths do differently: check, what
+// must hold before the target is touched (the backup opened and its snapshot read already), and
+// write, the restore into the prepared target.
+type restoreSteps struct {
+	check func(*kopiarepo.Repo, archive.Manifest) error
+	write func(*kopiarepo.Repo, archive.Manifest) (kopiarepo.RestoreStats, error)
+}
+
+// restoreWith is the order every kopia restore keeps: read the manifest, open the repository and
+// the snapshot, steps.check, and only then prepare the target (Clean empties it) and
+// steps.write. A failure says whether the target was touched (engine.RestoreFailed).
+func restoreWith(ctx context.Context, store Store, cfg objectstore.Config, job engine.RestoreJob, opts Options, steps restoreSteps) (archive.Manifest, kopiarepo.RestoreStats, error) {
 	var st kopiarepo.RestoreStats
 	prepared := false
 	m, err := readKopiaManifest(ctx, store, job.ManifestKey)
@@ -162,14 +171,13 @@ func restore(ctx context.Context, store Store, cfg objectstore.Config, job engin
 		var r *kopiarepo.Repo
 		if r, err = openSnapshot(ctx, cfg, opts, m); err == nil {
 			defer r.Close(context.WithoutCancel(ctx)) //nolint:errcheck // read-only
-			err = proveBeforeClean(ctx, r, m, job)
+			err = steps.check(r, m)
 			if err == nil {
 				err = engine.PrepareTarget(job.TargetDir, job.Overwrite)
 			}
 			if err == nil {
 				prepared = true
-				st, err = r.Restore(ctx, m.Kopia.SnapshotID, job.TargetDir)
-				err = restoreError(ctx, m, st, err, nil)
+				st, err = steps.write(r, m)
 			}
 		}
 	}
