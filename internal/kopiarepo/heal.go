@@ -507,7 +507,8 @@ func (r *Repo) ensureGlobalPolicy(ctx context.Context) (bool, error) {
 
 // ensureMaintenanceOwner writes the maintenance parameters again, owned by this client, when
 // they were lost with their blob: kopia then reads no owner, and no client may run maintenance
-// ("owned by another client: "). An owner that is there, ours or a person's CLI, is kept.
+// ("owned by another client: "). An owner that is there, ours or a person's CLI, is kept. In a
+// locked repository (Retention) the new parameters extend the locks, as populate's do.
 func (r *Repo) ensureMaintenanceOwner(ctx context.Context, dr repo.DirectRepository) (bool, error) {
 	p, err := maintenance.GetParams(ctx, r.rep)
 	if err != nil {
@@ -516,9 +517,19 @@ func (r *Repo) ensureMaintenanceOwner(ctx context.Context, dr repo.DirectReposit
 	if p.Owner != "" {
 		return false, nil
 	}
+	retention, err := r.Retention(ctx)
+	if err != nil {
+		return false, err
+	}
 	err = r.directWrite(ctx, dr, "kopiarepo maintenance owner", func(ctx context.Context, w repo.DirectRepositoryWriter) error {
 		p := maintenance.DefaultParams()
 		p.Owner = w.ClientOptions().UsernameAtHost()
+		if err := lockedMaintenance(ctx, retention, &p); err != nil {
+			// a period kopia cannot extend (a repository made outside the operator): its
+			// blobs stay locked for the period after they were written, as kopia's default
+			logf(ctx, "repository with %v: %v", retention, err)
+			p.ExtendObjectLocks = false
+		}
 		return maintenance.SetParams(ctx, w, &p)
 	})
 	if err != nil {

@@ -21,6 +21,8 @@ type Info struct {
 	// KeyDerivation is kopia's name of the algorithm the repository derives its key from the
 	// password with, as its format blob says (KeyDerivationScrypt, KeyDerivationPBKDF2).
 	KeyDerivation string
+	// Retention is the repository's S3 Object Lock retention (kopia.blobcfg); zero: none.
+	Retention Retention
 	// LastQuickMaintenance and LastFullMaintenance are when each kind of maintenance last
 	// started and succeeded, from the runs kopia's schedule records; zero when none did (a new
 	// repository's first quick maintenance is an hour after its creation, its first full one a
@@ -37,7 +39,11 @@ func (r *Repo) Info(ctx context.Context) (Info, error) {
 		return Info{}, errors.New("info needs a direct repository connection")
 	}
 	info := Info{KeyDerivation: r.keyDerivation}
-	err := dr.BlobReader().ListBlobs(ctx, "", func(m blob.Metadata) error {
+	var err error
+	if info.Retention, err = r.Retention(ctx); err != nil {
+		return Info{}, err
+	}
+	err = dr.BlobReader().ListBlobs(ctx, "", func(m blob.Metadata) error {
 		info.Bytes += m.Length
 		info.Blobs++
 		return nil

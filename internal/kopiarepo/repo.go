@@ -84,6 +84,16 @@ type Options struct {
 	NoDiskCache bool
 	// Guard watches and bounds every S3 call of the Repo (guard.go); zero: none.
 	Guard Guard
+	// Retention is the S3 Object Lock retention a repository Open creates locks its blobs with
+	// (retention.go); the bucket must have object lock enabled. An existing repository keeps
+	// its own (Repo.Retention).
+	Retention Retention
+	// PointInTime opens the repository read-only as the versioned bucket held it at that time
+	// (kopia's point-in-time view: every blob's newest version not after it, unless that is a
+	// delete marker). It reads a locked repository whose objects were deleted or overwritten
+	// since: S3 Object Lock keeps the old versions, only hidden behind the newer ones. Only
+	// with NoCreate.
+	PointInTime *time.Time
 }
 
 // Repo is an open repository. Its methods may be called concurrently, except Maintenance with
@@ -131,7 +141,14 @@ func Open(ctx context.Context, cfg S3Config, password string, opts Options) (_ *
 	r.packs = r.link.window
 	defer unregisterLink(linkName)
 
+	if err := opts.Retention.validate(); err != nil {
+		return nil, err
+	}
+	if opts.PointInTime != nil && !opts.NoCreate {
+		return nil, errors.New("a point-in-time view is read-only: open it with NoCreate")
+	}
 	s3opts := s3Options(cfg)
+	s3opts.PointInTime = opts.PointInTime
 	var st blob.Storage
 	err = r.link.do(ctx, func(ctx context.Context) (err error) { // kopia checks the bucket here
 		st, err = s3.New(ctx, s3opts, false)
@@ -155,7 +172,7 @@ func Open(ctx context.Context, cfg S3Config, password string, opts Options) (_ *
 			err = ErrNoRepository
 		}
 	} else if errors.Is(err, repo.ErrRepositoryNotInitialized) {
-		if created, err = initialize(ctx, st, password, opts.KeyDerivation); err == nil {
+		if created, err = initialize(ctx, st, password, opts.KeyDerivation, opts.Retention); err == nil {
 			err = connect()
 		}
 	}
@@ -171,7 +188,7 @@ func Open(ctx context.Context, cfg S3Config, password string, opts Options) (_ *
 		return nil, classify(err)
 	}
 	if created {
-		if err := populate(ctx, r.rep); err != nil {
+		if err := populate(ctx, r.rep, opts.Retention); err != nil {
 			return nil, errors.Join(err, r.rep.Close(ctx))
 		}
 	}
@@ -263,18 +280,19 @@ const (
 
 // initialize creates a repository in an empty prefix. It reports false when another client
 // created one there first (connecting then tells whether the password fits).
-func initialize(ctx context.Context, st blob.Storage, password, keyDerivation string) (bool, error) {
+func initialize(ctx context.Context, st blob.Storage, password, keyDerivation string, retention Retention) (bool, error) {
 	if err := ensureEmpty(ctx, st); err != nil {
 		return false, err
 	}
-	opts := &repo.NewRepositoryOptions{FormatBlockKeyDerivationAlgorithm: keyDerivation}
+	opts := &repo.NewRepositoryOptions{FormatBlockKeyDerivationAlgorithm: keyDerivation,
+		RetentionMode: blob.RetentionMode(retention.Mode), RetentionPeriod: retention.Period}
 	opts.BlockFormat.Hash = DefaultHash
 	err := repo.Initialize(ctx, st, opts, password)
 	if errors.Is(err, repo.ErrAlreadyInitialized) {
 		return false, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("create repository: %w", err)
+		return false, fmt.Errorf("create repository: %w", notLockable(err))
 	}
 	return true, nil
 }
@@ -286,7 +304,7 @@ func initialize(ctx context.Context, st blob.Storage, password, keyDerivation st
 // collection walk of the snapshot it had just written, which can collect nothing (SafetyFull
 // keeps everything younger than 24 h): about 15 % of the first backup of 200,000 files, and the
 // peak of its heap (docs/benchmarks.md).
-func populate(ctx context.Context, rep repo.Repository) error {
+func populate(ctx context.Context, rep repo.Repository, retention Retention) error {
 	dr, ok := rep.(repo.DirectRepository)
 	if !ok {
 		return errors.New("creating a repository needs a direct connection")
@@ -298,6 +316,9 @@ func populate(ctx context.Context, rep repo.Repository) error {
 			}
 			p := maintenance.DefaultParams()
 			p.Owner = w.ClientOptions().UsernameAtHost()
+			if err := lockedMaintenance(ctx, retention, &p); err != nil {
+				return err
+			}
 			if err := maintenance.SetParams(ctx, w, &p); err != nil {
 				return fmt.Errorf("set the maintenance owner: %w", err)
 			}

@@ -73,6 +73,17 @@ const (
 	// backup creates (spec.kopia.keyDerivation): KeyDerivationScrypt or KeyDerivationPBKDF2;
 	// empty: kopia's default, scrypt.
 	EnvKopiaKeyDerivation = "KOPIA_KEY_DERIVATION"
+	// EnvKopiaRetentionMode and EnvKopiaRetentionPeriod are the S3 Object Lock retention of a
+	// repository a backup creates (spec.kopia.immutability): RetentionGovernance or
+	// RetentionCompliance, and a Go duration of at least two days. Both or neither. A backup
+	// into an existing repository whose retention differs fails with
+	// ReasonImmutabilityMismatch, changing nothing.
+	EnvKopiaRetentionMode   = "KOPIA_RETENTION_MODE"
+	EnvKopiaRetentionPeriod = "KOPIA_RETENTION_PERIOD"
+	// EnvKopiaPointInTime (restore, verify; RFC 3339) reads the repository as the versioned
+	// bucket held it at that time: a locked repository whose objects someone deleted or
+	// overwrite since still restores from the versions S3 Object Lock kept.
+	EnvKopiaPointInTime = "KOPIA_POINT_IN_TIME"
 	// EnvKopiaRecordKey is where a kopia backup records what it found in the repository
 	// (RepositoryRecord): <prefix>RepositoryRecordName, next to the manifests it judges.
 	EnvKopiaRecordKey = "KOPIA_RECORD_KEY"
@@ -83,6 +94,12 @@ const (
 const (
 	KeyDerivationScrypt = "scrypt-65536-8-1"     // kopia's default: memory-hard
 	KeyDerivationPBKDF2 = "pbkdf2-sha256-600000" // cheaper per run; not memory-hard
+)
+
+// Values of EnvKopiaRetentionMode: S3's names of the Object Lock modes.
+const (
+	RetentionGovernance = "GOVERNANCE"
+	RetentionCompliance = "COMPLIANCE"
 )
 
 // Engines of a backup (PVCBackup spec.engine, Manifest.Engine, EnvEngine).

@@ -51,6 +51,13 @@ const (
 	// ReasonNotARepository (kopia): the repository's prefix holds objects that are not a kopia
 	// repository.
 	ReasonNotARepository Reason = "NotARepository"
+	// ReasonBucketNotLockable (kopia, EnvKopiaRetentionMode): the bucket refused a locked
+	// object (it was created without object lock); nothing was written.
+	ReasonBucketNotLockable Reason = "BucketNotLockable"
+	// ReasonImmutabilityMismatch (kopia): the existing repository's object lock retention is not
+	// the one the backup asks for (EnvKopiaRetentionMode, EnvKopiaRetentionPeriod); kopia cannot
+	// change it, so the backup changed nothing. The message says what the repository has.
+	ReasonImmutabilityMismatch Reason = "ImmutabilityMismatch"
 )
 
 // Result is what the mover reports through the pod's termination message (at most 4 KiB), so the
@@ -76,10 +83,14 @@ type Result struct {
 	// Kopia engine only: the snapshot of the backup, the repository's size in the bucket after
 	// the run, its password key derivation, and its maintenance (what ran after this backup,
 	// when each kind last ran, and an error that did not fail the backup).
-	SnapshotID           string     `json:"snapshotID,omitempty"`
-	RepositoryBytes      int64      `json:"repositoryBytes,omitempty"`
-	KeyDerivation        string     `json:"keyDerivation,omitempty"` // kopia's name, e.g. scrypt-65536-8-1
-	Maintenance          string     `json:"maintenance,omitempty"`   // "", "quick" or "full"
+	SnapshotID      string `json:"snapshotID,omitempty"`
+	RepositoryBytes int64  `json:"repositoryBytes,omitempty"`
+	KeyDerivation   string `json:"keyDerivation,omitempty"` // kopia's name, e.g. scrypt-65536-8-1
+	// RetentionMode and RetentionPeriod (a Go duration) are the repository's object lock
+	// retention (empty: none); also on a backup that failed with ReasonImmutabilityMismatch.
+	RetentionMode        string     `json:"retentionMode,omitempty"`
+	RetentionPeriod      string     `json:"retentionPeriod,omitempty"`
+	Maintenance          string     `json:"maintenance,omitempty"` // "", "quick" or "full"
 	LastQuickMaintenance *time.Time `json:"lastQuickMaintenance,omitempty"`
 	LastFullMaintenance  *time.Time `json:"lastFullMaintenance,omitempty"`
 	MaintenanceError     string     `json:"maintenanceError,omitempty"`

@@ -197,8 +197,9 @@ func read(ctx context.Context, getenv func(string) string, do func(Engine, conte
 }
 
 // resultOf is the Result of a command the engine ended with res and err: res when it succeeded;
-// when it failed, what identifies the backup in res (ID, ArchiveKey, SnapshotID) with the Reason
-// err carries, StorageFailed when it carries none.
+// when it failed, what identifies the backup in res (ID, ArchiveKey, SnapshotID) and what stands
+// whatever the outcome (a password rotation, the repository's retention) with the Reason err
+// carries, StorageFailed when it carries none.
 func resultOf(res mover.Result, err error) mover.Result {
 	if err == nil {
 		res.Result = mover.Succeeded
@@ -206,6 +207,7 @@ func resultOf(res mover.Result, err error) mover.Result {
 	}
 	f := failed(err, mover.ReasonStorageFailed)
 	f.ID, f.ArchiveKey, f.SnapshotID, f.PasswordRotated = res.ID, res.ArchiveKey, res.SnapshotID, res.PasswordRotated
+	f.RetentionMode, f.RetentionPeriod = res.RetentionMode, res.RetentionPeriod
 	return f
 }
 

@@ -40,7 +40,9 @@ func (e Engine) Backup(ctx context.Context, s3 engine.S3, job engine.BackupJob) 
 	m, kb, err := backup(ctx, s3.Store, s3.Config, e.Options, job, now)
 	if err != nil {
 		// A rotation stands even when the backup after it failed: say so, or nobody would know.
-		return mover.Result{ID: job.ID, PasswordRotated: kb.passwordRotated}, err
+		res := mover.Result{ID: job.ID, PasswordRotated: kb.passwordRotated}
+		res.RetentionMode, res.RetentionPeriod = retentionResult(kb.repo.Retention)
+		return res, err
 	}
 	return result(m, kb), nil
 }
@@ -78,6 +80,9 @@ func backup(ctx context.Context, store Store, cfg objectstore.Config, opts Optio
 		return archive.Manifest{}, b.out, b.failed(err, mover.ReasonStorageFailed, "open")
 	}
 	defer b.r.Close(context.WithoutCancel(ctx)) //nolint:errcheck // nothing to save: the manifest decided
+	if b.out.repo.Retention, err = checkRetention(b.w.Ctx, b.r, opts); err != nil {
+		return archive.Manifest{}, b.out, b.failed(err, mover.ReasonStorageFailed, "retention")
+	}
 	if withPrevious {
 		if err := rotate(b.w.Ctx, b.r, opts); err != nil {
 			return archive.Manifest{}, b.out, b.failed(err, mover.ReasonStorageFailed, "rotate")
@@ -183,7 +188,9 @@ func (b *backupRun) writeManifest(snap kopiarepo.SnapshotInfo) (archive.Manifest
 		return archive.Manifest{}, err
 	}
 	b.w.Activity.Touch(-1)
-	if err := b.w.Activity.Do(func() error { return b.store.PutBytes(b.w.Ctx, job.ManifestKey, data, "application/json") }); err != nil {
+	if err := b.w.Activity.Do(func() error {
+		return putManifest(b.w.Ctx, b.store, job.ManifestKey, data, b.out.repo.Retention, b.now())
+	}); err != nil {
 		return archive.Manifest{}, b.failed(err, mover.ReasonStorageFailed, "write manifest %s", job.ManifestKey)
 	}
 	return m, nil
@@ -215,6 +222,9 @@ func (b *backupRun) cleanUp(keep string, last *mover.Progress) {
 		problems = append(problems, err)
 	}
 	b.out.damage = damageMessage(b.prefix, health)
+	if err := extendManifestLocks(mctx, b.store, b.job.RecordKey, b.out.repo.Retention, b.now()); err != nil {
+		problems = append(problems, err)
+	}
 	b.out.maintenance, err = b.r.AutoMaintenance(mctx)
 	if err != nil {
 		problems = append(problems, err)
@@ -381,6 +391,7 @@ func result(m archive.Manifest, kb kopiaBackup) mover.Result {
 	res := mover.Result{ID: m.ID, Bytes: m.Kopia.UploadedBytes, Files: m.Files, Skipped: m.Skipped, SnapshotID: m.Kopia.SnapshotID,
 		RepositoryBytes: kb.repo.Bytes, KeyDerivation: kb.repo.KeyDerivation, Maintenance: kb.maintenance, MaintenanceError: kb.maintenanceError,
 		Repair: kb.repair, SampledBytes: kb.sampledBytes, PasswordRotated: kb.passwordRotated}
+	res.RetentionMode, res.RetentionPeriod = retentionResult(kb.repo.Retention)
 	if t := kb.repo.LastQuickMaintenance; !t.IsZero() {
 		res.LastQuickMaintenance = &t
 	}
@@ -398,4 +409,12 @@ func result(m archive.Manifest, kb kopiaBackup) mover.Result {
 		res.MaintenanceError = res.MaintenanceError[:1000] + "..."
 	}
 	return res
+}
+
+// retentionResult is a repository's object lock retention as a Result reports it.
+func retentionResult(r kopiarepo.Retention) (mode, period string) {
+	if !r.Enabled() {
+		return "", ""
+	}
+	return r.Mode, r.Period.String()
 }

@@ -64,6 +64,13 @@ type Options struct {
 	// KeyDerivation is kopia's name of the key derivation of a repository the backup creates
 	// (mover.KeyDerivationScrypt or KeyDerivationPBKDF2); empty: kopia's default.
 	KeyDerivation string
+	// Retention is the object lock retention of a repository the backup creates; an existing
+	// repository with another one fails the backup with ReasonImmutabilityMismatch (zero: no
+	// lock is asked for, and none is checked).
+	Retention kopiarepo.Retention
+	// PointInTime makes a restore or verify read the repository as the versioned bucket held
+	// it then (kopiarepo.Options.PointInTime); nil: as it is now.
+	PointInTime *time.Time
 
 	guard kopiarepo.Guard // the idle watchdog of a run over the repository's S3 calls
 }
@@ -84,7 +91,8 @@ func openRepo(ctx context.Context, cfg objectstore.Config, opts Options, forRead
 	open := func(password string) (*kopiarepo.Repo, error) {
 		return kopiarepo.Open(ctx, kopiarepo.S3Config{Config: cfg, Prefix: opts.Prefix}, password,
 			kopiarepo.Options{CacheDir: opts.CacheDir, CacheLimitBytes: opts.CacheLimitBytes,
-				NoCreate: forReading, NoDiskCache: forReading, KeyDerivation: opts.KeyDerivation, Guard: opts.guard})
+				NoCreate: forReading, NoDiskCache: forReading, KeyDerivation: opts.KeyDerivation, Guard: opts.guard,
+				Retention: opts.Retention, PointInTime: opts.PointInTime})
 	}
 	r, err := open(opts.Password)
 	if errors.Is(err, kopiarepo.ErrWrongPassword) && opts.PreviousPassword != "" && opts.PreviousPassword != opts.Password {
@@ -101,6 +109,9 @@ func openRepo(ctx context.Context, cfg objectstore.Config, opts Options, forRead
 	case errors.Is(err, kopiarepo.ErrWrongPassword):
 		return nil, false, mover.Fail(mover.ReasonRepositoryPasswordWrong, "the repository password does not open the kopia repository at %s: "+
 			"the credentials Secret holds another password than the repository's; the repository was not changed", opts.Prefix)
+	case errors.Is(err, kopiarepo.ErrBucketNotLockable):
+		return nil, false, mover.Fail(mover.ReasonBucketNotLockable, "the bucket %s refused an object locked %v: it was created without object lock, "+
+			"which S3 turns on only when a bucket is created; nothing was written at %s", cfg.Bucket, opts.Retention, opts.Prefix)
 	case errors.Is(err, kopiarepo.ErrNotARepository):
 		return nil, false, mover.Fail(mover.ReasonNotARepository, "%s holds objects that are not a kopia repository: the operator neither uses nor overwrites them", opts.Prefix)
 	case errors.Is(err, kopiarepo.ErrNoRepository):
@@ -109,6 +120,21 @@ func openRepo(ctx context.Context, cfg objectstore.Config, opts Options, forRead
 		return nil, false, mover.Fail(mover.ReasonRepositoryDamaged, "the kopia repository at %s is damaged, it cannot be opened: %w; %s", opts.Prefix, err, repairAdvice)
 	}
 	return nil, false, mover.Fail(mover.ReasonStorageFailed, "open the kopia repository at %s: %w", opts.Prefix, err)
+}
+
+// checkRetention fails a backup into a repository whose object lock retention is not the one
+// opts asks for: kopia keeps a repository's retention for its life, so the backup would not
+// have the protection asked for (or would lock more than asked). Nothing is changed.
+func checkRetention(ctx context.Context, r *kopiarepo.Repo, opts Options) (kopiarepo.Retention, error) {
+	has, err := r.Retention(ctx)
+	if err != nil {
+		return has, mover.Fail(mover.ReasonStorageFailed, "read the object lock retention of the kopia repository at %s: %w", opts.Prefix, err)
+	}
+	if opts.Retention.Enabled() && has != opts.Retention {
+		return has, mover.Fail(mover.ReasonImmutabilityMismatch, "the kopia repository at %s was created with %v, the backup asks for %v; "+
+			"kopia cannot change the retention of a repository, so the repository was not changed and no backup was made", opts.Prefix, has, opts.Retention)
+	}
+	return has, nil
 }
 
 // rotate finishes a password rotation: the repository r opened only with the previous password,
@@ -148,11 +174,39 @@ func optionsFromEnv(getenv func(string) string) (Options, error) {
 		}
 		o.CacheLimitBytes = n
 	}
+	var err error
 	switch o.KeyDerivation = getenv(mover.EnvKopiaKeyDerivation); o.KeyDerivation {
 	case "", mover.KeyDerivationScrypt, mover.KeyDerivationPBKDF2:
 	default:
 		return o, fmt.Errorf("%s: %q is not %s or %s", mover.EnvKopiaKeyDerivation, o.KeyDerivation,
 			mover.KeyDerivationScrypt, mover.KeyDerivationPBKDF2)
 	}
+	if o.Retention, err = retentionFromEnv(getenv); err != nil {
+		return o, err
+	}
+	if s := getenv(mover.EnvKopiaPointInTime); s != "" {
+		t, err := time.Parse(time.RFC3339, s)
+		if err != nil {
+			return o, fmt.Errorf("%s: %q is not an RFC 3339 time", mover.EnvKopiaPointInTime, s)
+		}
+		o.PointInTime = &t
+	}
 	return o, nil
+}
+
+// retentionFromEnv is the object lock retention of EnvKopiaRetentionMode and
+// EnvKopiaRetentionPeriod: both or neither.
+func retentionFromEnv(getenv func(string) string) (kopiarepo.Retention, error) {
+	mode, period := getenv(mover.EnvKopiaRetentionMode), getenv(mover.EnvKopiaRetentionPeriod)
+	if mode == "" && period == "" {
+		return kopiarepo.Retention{}, nil
+	}
+	if mode != mover.RetentionGovernance && mode != mover.RetentionCompliance {
+		return kopiarepo.Retention{}, fmt.Errorf("%s: %q is not %s or %s", mover.EnvKopiaRetentionMode, mode, mover.RetentionGovernance, mover.RetentionCompliance)
+	}
+	d, err := time.ParseDuration(period)
+	if err != nil || d < 2*kopiarepo.MinRetentionPeriod {
+		return kopiarepo.Retention{}, fmt.Errorf("%s: %q is not a duration of at least 48h", mover.EnvKopiaRetentionPeriod, period)
+	}
+	return kopiarepo.Retention{Mode: mode, Period: d}, nil
 }

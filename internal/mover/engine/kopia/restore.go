@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/okgoes/okgoes-operator/internal/archive"
 	"github.com/okgoes/okgoes-operator/internal/kopiarepo"
@@ -13,9 +14,10 @@ import (
 	"github.com/okgoes/okgoes-operator/internal/objectstore"
 )
 
-// readKopiaManifest fetches the manifest of a kopia backup and checks that it names a snapshot.
-func readKopiaManifest(ctx context.Context, store Store, key string) (archive.Manifest, error) {
-	body, err := store.Get(ctx, key)
+// readKopiaManifest fetches the manifest of a kopia backup and checks that it names a snapshot;
+// with at (EnvKopiaPointInTime), the version of the manifest that was current then.
+func readKopiaManifest(ctx context.Context, store Store, key string, at *time.Time) (archive.Manifest, error) {
+	body, err := getManifest(ctx, store, key, at)
 	if err != nil {
 		if objectstore.IsNotFound(err) {
 			return archive.Manifest{}, mover.Fail(mover.ReasonBackupNotFound, "manifest %s does not exist: the backup is incomplete or was pruned", key)
@@ -166,7 +168,7 @@ type restoreSteps struct {
 func restoreWith(ctx context.Context, store Store, cfg objectstore.Config, job engine.RestoreJob, opts Options, steps restoreSteps) (archive.Manifest, kopiarepo.RestoreStats, error) {
 	var st kopiarepo.RestoreStats
 	prepared := false
-	m, err := readKopiaManifest(ctx, store, job.ManifestKey)
+	m, err := readKopiaManifest(ctx, store, job.ManifestKey, opts.PointInTime)
 	if err == nil {
 		var r *kopiarepo.Repo
 		if r, err = openSnapshot(ctx, cfg, opts, m); err == nil {
@@ -249,7 +251,7 @@ func restoreError(ctx context.Context, m archive.Manifest, st kopiarepo.RestoreS
 // chunk checked against its hash and each pack against the bucket's listing, writing nothing.
 func verify(ctx context.Context, store Store, cfg objectstore.Config, manifestKey string, opts Options) (archive.Manifest, kopiarepo.VerifyStats, error) {
 	var st kopiarepo.VerifyStats
-	m, err := readKopiaManifest(ctx, store, manifestKey)
+	m, err := readKopiaManifest(ctx, store, manifestKey, opts.PointInTime)
 	if err != nil {
 		return m, st, err
 	}
