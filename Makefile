@@ -22,7 +22,11 @@ LOCALBIN ?= $(CURDIR)/bin
 K8S_ASSETS ?= $(LOCALBIN)/k8s
 CONTROLLER_GEN ?= $(LOCALBIN)/controller-gen
 KUSTOMIZE ?= $(LOCALBIN)/kustomize
-KUBECTL ?= $(K8S_ASSETS)/kubectl
+# KUBECTL: the kubectl of make install/uninstall/deploy/undeploy: the one on PATH, else the one
+# the test control plane built (bin/k8s/kubectl, hack/envtest-assets.sh), which the e2e suite's
+# `make deploy` uses on a CI machine without kubectl on PATH. Nothing is built for it: a user with
+# a cluster needs only kubectl (and kustomize, built from the module proxy into bin/).
+KUBECTL ?= $(or $(shell command -v kubectl 2>/dev/null),$(wildcard $(K8S_ASSETS)/kubectl),kubectl)
 OPERATOR_SDK ?= $(LOCALBIN)/operator-sdk
 export KUBEBUILDER_ASSETS = $(K8S_ASSETS)
 
@@ -184,23 +188,40 @@ catalog: ## Render the file-based catalog of releases/ into catalog/ and validat
 	@if [ -x $(OPM) ]; then echo "$(OPM) validate $(CATALOG_DIR)"; $(OPM) validate $(CATALOG_DIR); \
 	else echo "catalog: $(OPM) not built (hack/tools/opm/build.sh), so only hack/catalog validated it"; fi
 
+# make catalog-build packs catalog/ (make catalog: every release of releases/, so `make release`
+# VERSION first to have it in) into the index image CATALOG_IMG, an OCI archive in bin/images
+# written without a container engine (hack/images/build.sh catalog: /bin/opm serving /configs, as
+# upstream's index images); make catalog-push pushes it (bin/ocipush, hack/tools/registry).
+# CATALOG_PUSH_FLAGS: e.g. -plain-http or -ca ca.crt for a local registry.
+CATALOG_IMG ?= $(IMAGE_TAG_BASE)-catalog:v$(VERSION)
+CATALOG_PUSH_FLAGS ?=
+
+.PHONY: catalog-build
+catalog-build: ## Build the index image CATALOG_IMG (default $(IMAGE_TAG_BASE)-catalog:v$(VERSION)) of catalog/ into bin/images/catalog.tar.
+	CATALOG_IMG=$(CATALOG_IMG) CATALOG_DIR=$(abspath $(CATALOG_DIR)) hack/images/build.sh catalog
+
+.PHONY: catalog-push
+catalog-push: ## Push the index image bin/images/catalog.tar as CATALOG_IMG.
+	hack/tools/registry/build.sh ocipush
+	$(LOCALBIN)/ocipush $(CATALOG_PUSH_FLAGS) $(LOCALBIN)/images/catalog.tar=$(CATALOG_IMG)
+
 ##@ Deployment
 
 .PHONY: install
-install: manifests kustomize k8s-assets ## Install the CRDs into the cluster of $KUBECONFIG.
+install: manifests kustomize ## Install the CRDs into the cluster of $KUBECONFIG.
 	$(KUSTOMIZE) build config/crd | $(KUBECTL) apply --server-side -f -
 
 .PHONY: uninstall
-uninstall: manifests kustomize k8s-assets ## Remove the CRDs (and every custom resource!) from the cluster.
+uninstall: manifests kustomize ## Remove the CRDs (and every custom resource!) from the cluster.
 	$(KUSTOMIZE) build config/crd | $(KUBECTL) delete --ignore-not-found -f -
 
 .PHONY: deploy
-deploy: manifests kustomize k8s-assets ## Deploy the operator (IMG=...) into the cluster of $KUBECONFIG.
+deploy: manifests kustomize ## Deploy the operator (IMG=...) into the cluster of $KUBECONFIG.
 	cd config/manager && $(KUSTOMIZE) edit set image controller=$(IMG)
 	$(KUSTOMIZE) build config/default | $(KUBECTL) apply --server-side -f -
 
 .PHONY: undeploy
-undeploy: kustomize k8s-assets ## Remove the operator from the cluster.
+undeploy: kustomize ## Remove the operator from the cluster.
 	$(KUSTOMIZE) build config/default | $(KUBECTL) delete --ignore-not-found -f -
 
 ##@ Tools

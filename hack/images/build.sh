@@ -29,6 +29,9 @@
 #                           registry): an empty file-based catalog in /configs, named by the label
 #                           operators.operatorframework.io.index.configs.v1 as in upstream's opm
 #                           image, and busybox sh (the registry pod runs `sh -c "opm serve ..."`)
+#   catalog.tar             $CATALOG_IMG            make catalog-build's index image: catalog/ in /configs
+#                           (CATALOG_DIR), served by /bin/opm (hack/tools/opm/build.sh), labelled
+#                           operators.operatorframework.io.index.configs.v1=/configs as upstream's
 #   run-bundle-init.tar     registry.access.redhat.com/ubi9/ubi:9.8   what the init container of
 #                           operator-sdk's run bundle registry pod needs of its default
 #                           --decompression-image (`run bundle-upgrade` has no flag for it): sh,
@@ -59,7 +62,7 @@
 #   csi-snapshot-controller.tar        registry.k8s.io/sig-storage/snapshot-controller:v8.6.0
 #   (`hack/images/build.sh csi` builds all five)
 #
-#   hack/images/build.sh [pause|operator|redis|minio|tools|csi|olm|opm|releases|bundles|digests|scorecard|scorecard-test|scorecard-untar|redis-sample|run-bundle-init ...]
+#   hack/images/build.sh [pause|operator|redis|minio|tools|csi|olm|opm|catalog|releases|bundles|digests|scorecard|scorecard-test|scorecard-untar|redis-sample|run-bundle-init ...]
 #   (digests: releases and bundles, then bin/images/digests.yaml, the input of releases/digests.yaml)
 #   (default: the e2e images)
 #
@@ -104,7 +107,7 @@ busybox_links() {
 build() {
 	local name=$1 dest=$out/$1.tar
 	case $name in
-	operator | releases | bundles | digests | scorecard | csi) ;;
+	operator | releases | bundles | digests | scorecard | csi | catalog) ;;
 	*) if [ -f "$dest" ] && [ "$dest" -nt "$0" ]; then return 0; fi ;;
 	esac
 	local start=$SECONDS
@@ -180,6 +183,24 @@ build() {
 		ociimage -ref "okgoes.local/opm:$tag" -o "$dest" -user 65532:65532 $(closure "$root/bin/opm") \
 			-file "/bin/opm=$root/bin/opm" -file /bin/busybox -link /bin/sh=busybox -dir /tmp=1777 -dir /catalogs \
 			-dir /configs -label operators.operatorframework.io.index.configs.v1=/configs -entrypoint /bin/opm
+		;;
+	catalog)
+		# The index image of make catalog-build: catalog/ (the file-based catalog make catalog
+		# renders from releases/) under /configs, served by opm as upstream's index images are
+		# (operator-sdk's catalog-build: FROM opm, ADD catalog /configs, label, serve /configs).
+		"$root/hack/tools/opm/build.sh"
+		need_debs busybox-static
+		local -a files=()
+		local f dir=${CATALOG_DIR:-$root/catalog}
+		while IFS= read -r f; do
+			files+=(-file "/configs/${f#"$dir"/}=$f")
+		done < <(find "$dir" -type f | sort)
+		[ ${#files[@]} -gt 0 ] || { echo "images: no catalog in $dir (make catalog)" >&2; return 1; }
+		# shellcheck disable=SC2046 # one flag per word
+		ociimage -ref "${CATALOG_IMG:?CATALOG_IMG names the index image}" -o "$dest" -user 65532:65532 \
+			$(closure "$root/bin/opm") -file "/bin/opm=$root/bin/opm" -file /bin/busybox -link /bin/sh=busybox \
+			-dir /tmp=1777 "${files[@]}" -label operators.operatorframework.io.index.configs.v1=/configs \
+			-entrypoint /bin/opm -entrypoint serve -entrypoint /configs -entrypoint --cache-dir=/tmp/cache
 		;;
 	run-bundle-init)
 		need_debs busybox-static

@@ -131,7 +131,9 @@ func deploy() error {
 	}
 	defer os.WriteFile(kustomization, before, 0o644) //nolint:errcheck // best effort; git shows it otherwise
 	start := time.Now()
-	cmd := exec.Command("make", "-C", cfg.root, "deploy", "IMG="+cfg.operatorImage)
+	// KUBECTL: the suite's own kubectl (E2E_KUBECTL, bin/k8s/kubectl), the version of the cluster,
+	// whatever kubectl the machine has on PATH (which the Makefile would pick first).
+	cmd := exec.Command("make", "-C", cfg.root, "deploy", "IMG="+cfg.operatorImage, "KUBECTL="+cfg.kubectl)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Run(); err != nil {
 		return err
