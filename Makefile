@@ -255,8 +255,8 @@ e2e-tools: ## Build what only the e2e suites need (CSI driver and sidecars, OLM,
 	hack/e2e-tools.sh
 
 .PHONY: test-e2e
-test-e2e: ## End-to-end suites on real pods: the e2e suite (make deploy), then the OLM suite (test-olm), each on a local cluster of its own unless one runs. E2E_CLUSTER=existing: the cluster of $KUBECONFIG.
-	E2E_PREBUILD_OLM=1 hack/local-cluster.sh e2e
+test-e2e: ## End-to-end suites on real pods: the e2e suite (make deploy) and the disaster-recovery story (back up, destroy the cluster, restore on a new one), then the OLM suite (test-olm), each on a local cluster of its own unless one runs. E2E_CLUSTER=existing: the cluster of $KUBECONFIG.
+	E2E_PREBUILD_OLM=1 E2E_DR=1 hack/local-cluster.sh e2e
 	hack/local-cluster.sh olm
 
 .PHONY: test-olm

@@ -14,8 +14,14 @@
 #                                  rebuilt and imported again), or on one it brings up and tears
 #                                  down afterwards (E2E_KEEP_CLUSTER=1 keeps it); with
 #                                  E2E_CLUSTER=existing on the cluster of $KUBECONFIG instead;
+#                                  E2E_DR=1 (make test-e2e) runs the disaster-recovery story
+#                                  (dr) after a suite that passed, on its cluster, and tears it down;
 #                                  E2E_PREBUILD_OLM=1 (make test-e2e) builds the OLM suite's
 #                                  images beside the suite, at nice 19
+#   hack/local-cluster.sh dr       the disaster-recovery story (TestDisasterRecovery in test/e2e):
+#                                  back up into a MinIO outside the cluster, destroy the cluster,
+#                                  bring up a new one, discover and restore; on the running cluster
+#                                  first, if any; leaves no cluster behind
 #   hack/local-cluster.sh olm      the OLM suite (TestOLM in test/e2e): OLM v0.31.0 installs the
 #                                  operator from a catalog of releases/ and upgrades it; same
 #                                  cluster rules as e2e, on a cluster without the operator;
@@ -724,6 +730,7 @@ cmd_down() {
 	stop_process kube-apiserver
 	stop_process etcd
 	stop_process registry
+	stop_process minio # the disaster-recovery bucket (cmd_dr), when a run of it was cut short
 	unmount_under "$STATE" "$RUN"
 	remove_netns
 	ip link del "$BRIDGE_IF" 2>/dev/null
@@ -836,11 +843,74 @@ cmd_e2e() {
 		built=$(tail -n 1 "$root/bin/operator-sdk-build.log" 2>/dev/null || true)
 		log "operator-sdk beside the suite: ${built:-up to date} (exit $(cat "$E2E_OPERATOR_SDK_BUILD"))"
 	fi
+	if [ "$suite" = e2e ] && [ "${E2E_DR:-0}" = 1 ] && [ $rc = 0 ] && [ "${E2E_CLUSTER:-local}" = local ]; then
+		# The disaster-recovery story backs up on this cluster, then destroys it (make test-e2e).
+		trap - EXIT
+		cmd_dr || rc=$?
+		return $rc
+	fi
 	if [ $brought_up = 1 ] && [ "${E2E_KEEP_CLUSTER:-0}" != 1 ]; then
 		trap - EXIT
 		cmd_down
 	fi
 	return $rc
+}
+
+# ------------------------------------------------------------------------------ disaster recovery
+
+# The bucket of the disaster-recovery story lives outside every cluster, as a real one does: a MinIO
+# process (bin/minio) on the node's address, which pods reach like the API server; its data in
+# DR_DIR, which `down` does not touch.
+DR_PORT=${DR_PORT:-9100}
+
+start_dr_minio() {
+	MINIO_ROOT_USER=$E2E_DR_ACCESS_KEY MINIO_ROOT_PASSWORD=$E2E_DR_SECRET_KEY MINIO_BROWSER=off MINIO_UPDATE=off \
+		start minio "$root/bin/minio" server "$DR_DIR/bucket" --quiet --address "$NODE_IP:$DR_PORT" --console-address 127.0.0.1:0
+	wait_for "the disaster-recovery MinIO" 60 minio curl -sf "http://$NODE_IP:$DR_PORT/minio/health/ready"
+}
+
+# dr_phase PHASE runs one phase of TestDisasterRecovery (test/e2e/dr_test.go) on the running cluster.
+dr_phase() {
+	local start_time=$SECONDS rc=0
+	(cd "$root" && CGO_ENABLED=0 E2E_DR_PHASE=$1 E2E_IMG=$(cat "$IMAGES/operator.ref") \
+		go test -trimpath -tags e2e ./test/e2e/ -count=1 -v -timeout 20m -run '^TestDisasterRecovery$') || rc=$?
+	log "disaster recovery, phase $1: $((SECONDS - start_time))s (exit $rc)"
+	return $rc
+}
+
+# cmd_dr is the disaster-recovery story of issue 34: back up on one cluster, destroy it completely
+# (`down`: every process, container, volume and the state directory), bring up a new one, then
+# discover the backups in the bucket and restore one. It uses the running cluster for the first
+# phase when there is one (make test-e2e: the e2e suite's), else brings one up; it leaves no
+# cluster behind.
+cmd_dr() {
+	[ "$(id -u)" = 0 ] || die "dr needs root (it brings clusters up and down)"
+	"$root/hack/envtest-assets.sh" minio # built when missing
+	DR_DIR=$(mktemp -d /var/tmp/okgoes-dr.XXXXXX)
+	export E2E_DR_STATE=$DR_DIR E2E_DR_S3=$NODE_IP:$DR_PORT
+	E2E_DR_ACCESS_KEY=dr-$(head -c 6 /dev/urandom | od -An -tx1 | tr -d ' \n')
+	E2E_DR_SECRET_KEY=$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')
+	export E2E_DR_ACCESS_KEY E2E_DR_SECRET_KEY
+	trap 'stop_process minio; cmd_down; rm -rf "$DR_DIR"' EXIT
+	if running kube-apiserver && running kubelet; then
+		log "disaster recovery: phase backup on the running cluster"
+	else
+		cmd_up
+	fi
+	start_dr_minio
+	dr_phase backup
+	stop_process minio
+	log "disaster recovery: destroying the cluster"
+	cmd_down
+	# The new cluster needs no CSI stack: the restore goes to a static volume.
+	CLUSTER_CSI=0 cmd_up
+	trap 'stop_process minio; cmd_down; rm -rf "$DR_DIR"' EXIT
+	start_dr_minio
+	dr_phase restore
+	trap - EXIT
+	stop_process minio
+	cmd_down
+	rm -rf "$DR_DIR"
 }
 
 case ${1:-} in
@@ -852,6 +922,7 @@ env) printf 'export KUBECONFIG=%s REGISTRY=%s\n' "$KUBECONFIG" "$REGISTRY" ;;
 push) push_images ;;
 e2e) cmd_e2e e2e ;;
 olm) cmd_e2e olm ;;
+dr) cmd_dr ;;
 *)
 	sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//' >&2
 	exit 2
