@@ -192,9 +192,48 @@ spec:
 	}
 }
 
-// drDiscover finds the backup to restore the way a user on the new cluster does: from what the
-// bucket holds, not from the state file; the state file only checks the answer.
+// drDiscover finds the backup to restore the way a user on the new cluster does: a BackupCatalog
+// of the bucket lists the PVCBackups that wrote into it and their restorable backups (newest
+// first); the state file only checks the answer.
 func drDiscover(t *testing.T, ns string, bucket drBucket, want drState) drState {
 	t.Helper()
-	return want
+	catalog := object(t, fmt.Sprintf(`
+apiVersion: storage.okgoes.com/v1
+kind: BackupCatalog
+metadata: {name: what-survived, namespace: %s}
+spec:
+  bucket: %s
+  location:
+    endpoint: %q
+    insecure: true
+    credentialsSecretRef: {name: s3-credentials}
+`, ns, bucket.bucket, bucket.endpoint))
+	must(t, k8s.Create(ctx, catalog))
+	var found drState
+	eventually(t, "the catalog lists the backup", 2*time.Minute, func() (bool, string) {
+		got := get(t, catalog)
+		if status, _, _ := condition(got, "Ready"); status != "True" {
+			return false, statusJSON(got)
+		}
+		sources, _, _ := unstructured.NestedSlice(got.Object, "status", "sources")
+		for _, s := range sources {
+			source, _ := s.(map[string]any)
+			backups, _ := source["backups"].([]any)
+			if len(backups) == 0 {
+				continue
+			}
+			newest, _ := backups[0].(map[string]any)
+			found = drState{Namespace: fmt.Sprint(source["namespace"]), PVCBackup: fmt.Sprint(source["pvcBackup"]),
+				BackupID: fmt.Sprint(newest["id"]), SnapshotID: fmt.Sprint(newest["snapshotID"])}
+			if source["engine"] != "Kopia" || newest["confirmed"] != true {
+				t.Errorf("catalog source %s/%s: engine %v, newest backup %v; want Kopia and confirmed", found.Namespace, found.PVCBackup, source["engine"], newest)
+			}
+		}
+		return len(sources) == 1 && found.BackupID != "", statusJSON(got)
+	})
+	if found.Namespace != want.Namespace || found.PVCBackup != want.PVCBackup || found.BackupID != want.BackupID || found.SnapshotID != want.SnapshotID {
+		t.Fatalf("the catalog found %+v; the destroyed cluster backed up %s/%s, backup %s (snapshot %s)", found,
+			want.Namespace, want.PVCBackup, want.BackupID, want.SnapshotID)
+	}
+	return found
 }
