@@ -28,10 +28,37 @@ var (
 		Name: "okgoes_rediscache_ready",
 		Help: "1 when the Ready condition of a RedisCache is True, else 0.",
 	}, []string{"namespace", "name"})
+	failoversCounter = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "okgoes_rediscache_failovers_total",
+		Help: "Replicas of a RedisCache in Replication mode the operator promoted to primary, by the reason of the promotion (status.replication.lastFailover.reason).",
+	}, []string{"namespace", "name", "reason"})
+	usedMemoryGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "okgoes_rediscache_used_memory_bytes",
+		Help: "used_memory of each Redis pod of a RedisCache in Replication mode (INFO memory), as last read by the operator.",
+	}, []string{"namespace", "name", "pod"})
+	maxMemoryGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "okgoes_rediscache_maxmemory_bytes",
+		Help: "maxmemory of each Redis pod of a RedisCache in Replication mode (INFO memory; 0: no limit), as last read by the operator.",
+	}, []string{"namespace", "name", "pod"})
+	// evictedKeysGauge mirrors a counter of Redis: it only grows, and starts again from 0 when
+	// the pod's Redis restarts, which increase() and rate() read as a counter reset.
+	evictedKeysGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "okgoes_rediscache_evicted_keys",
+		Help: "evicted_keys of each Redis pod of a RedisCache in Replication mode (INFO stats: keys removed to stay under maxmemory since it started), as last read by the operator.",
+	}, []string{"namespace", "name", "pod"})
+
+	// perPodGauges are the gauges with a pod label, set from what the last reconcile read.
+	perPodGauges = []*prometheus.GaugeVec{replicationLagGauge, usedMemoryGauge, maxMemoryGauge, evictedKeysGauge}
 )
 
+// failoverReasons are the reasons a promotion is counted under. They exist at 0 from the first
+// reconcile of a cache in Replication mode, so that increase() sees its first failover (a counter
+// that appears at 1 has no increase).
+var failoverReasons = []string{ReasonNoPrimary, ReasonPrimaryDeleted, ReasonPrimaryRestarted, ReasonPrimaryUnavailable, ReasonScaleDown}
+
 func init() {
-	metrics.Registry.MustRegister(readyReplicasGauge, desiredReplicasGauge, readyGauge, replicationLagGauge)
+	metrics.Registry.MustRegister(readyReplicasGauge, desiredReplicasGauge, readyGauge, replicationLagGauge,
+		failoversCounter, usedMemoryGauge, maxMemoryGauge, evictedKeysGauge)
 }
 
 func observeMetrics(rc *cachev1beta1.RedisCache) {
@@ -44,16 +71,33 @@ func observeMetrics(rc *cachev1beta1.RedisCache) {
 	readyGauge.WithLabelValues(rc.Namespace, rc.Name).Set(ready)
 }
 
-// observeReplicationMetrics sets the lag series of the replicas this reconcile read; replicas
-// it could not read (or that are gone) have none.
+// observeReplicationMetrics sets the per-pod series of the pods this reconcile read: lag for the
+// replicas, memory and evictions for every pod that answered; pods it could not read (or that
+// are gone) have none.
 func observeReplicationMetrics(rc *cachev1beta1.RedisCache, obs *replicationObservation) {
-	replicationLagGauge.DeletePartialMatch(prometheus.Labels{"namespace": rc.Namespace, "name": rc.Name})
+	cache := prometheus.Labels{"namespace": rc.Namespace, "name": rc.Name}
+	for _, g := range perPodGauges {
+		g.DeletePartialMatch(cache)
+	}
 	if obs == nil {
 		return
+	}
+	for _, reason := range failoverReasons {
+		failoversCounter.WithLabelValues(rc.Namespace, rc.Name, reason)
 	}
 	for pod, lag := range obs.lag {
 		replicationLagGauge.WithLabelValues(rc.Namespace, rc.Name, pod).Set(float64(lag))
 	}
+	for pod, in := range obs.servers {
+		usedMemoryGauge.WithLabelValues(rc.Namespace, rc.Name, pod).Set(float64(in.UsedMemory))
+		maxMemoryGauge.WithLabelValues(rc.Namespace, rc.Name, pod).Set(float64(in.MaxMemory))
+		evictedKeysGauge.WithLabelValues(rc.Namespace, rc.Name, pod).Set(float64(in.EvictedKeys))
+	}
+}
+
+// countFailover counts a promotion the operator made (f, as recorded on the new primary's pod).
+func countFailover(rc *cachev1beta1.RedisCache, f cachev1beta1.Failover) {
+	failoversCounter.WithLabelValues(rc.Namespace, rc.Name, f.Reason).Inc()
 }
 
 // forgetMetrics drops the series of a deleted RedisCache so no stale cache is reported.
@@ -61,5 +105,9 @@ func forgetMetrics(key types.NamespacedName) {
 	for _, g := range []*prometheus.GaugeVec{readyReplicasGauge, desiredReplicasGauge, readyGauge} {
 		g.DeleteLabelValues(key.Namespace, key.Name)
 	}
-	replicationLagGauge.DeletePartialMatch(prometheus.Labels{"namespace": key.Namespace, "name": key.Name})
+	cache := prometheus.Labels{"namespace": key.Namespace, "name": key.Name}
+	for _, g := range perPodGauges {
+		g.DeletePartialMatch(cache)
+	}
+	failoversCounter.DeletePartialMatch(cache)
 }

@@ -275,6 +275,8 @@ type replicationObservation struct {
 	failover  *cachev1beta1.Failover
 	// lag per replica pod, for the metrics.
 	lag map[string]int64
+	// servers is what INFO said of each pod that answered, for the memory metrics.
+	servers map[string]*redisadmin.Info
 	// wait > 0: decide again after it (a primary waited for).
 	wait time.Duration
 	// recheck > 0: look again after it although the replication is as decided (a former
@@ -299,8 +301,13 @@ func (r *RedisCacheReconciler) reconcileReplication(ctx context.Context, s *scop
 		previous = st.Primary
 	}
 	e := decidePrimary(members, previous, desiredReplicas(s.cache), since, now, failoverAfter(s.cache), s.cache.Spec.Persistence != nil)
-	obs := &replicationObservation{reason: e.reason, message: e.message, wait: e.wait, lag: map[string]int64{}}
+	obs := &replicationObservation{reason: e.reason, message: e.message, wait: e.wait, lag: map[string]int64{}, servers: map[string]*redisadmin.Info{}}
 	s.obs.replication = obs
+	for _, m := range members {
+		if m.info != nil {
+			obs.servers[m.pod.Name] = m.info
+		}
+	}
 	if len(members) == 0 {
 		obs.reason, obs.message = ReasonNoCandidate, "no Redis pod exists yet"
 		return nil
@@ -321,6 +328,7 @@ func (r *RedisCacheReconciler) reconcileReplication(ctx context.Context, s *scop
 		if err := r.failover(ctx, s, e, f); err != nil {
 			return err
 		}
+		countFailover(s.cache, f)
 	} else if err := r.ensureMinReplicas(ctx, s, e.primary); err != nil {
 		return err
 	}

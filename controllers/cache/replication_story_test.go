@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/redis/go-redis/v9"
 	appsv1 "k8s.io/api/apps/v1"
@@ -389,6 +390,14 @@ func TestReplicationFailsOverToTheMostUpToDateReplica(t *testing.T) {
 	t.Logf("fo-2 promoted %v after the primary's pod was deleted", time.Since(start).Round(time.Millisecond))
 	if f := got.Status.Replication.LastFailover; f == nil || f.From != "fo-0" || f.To != "fo-2" || f.Reason != ReasonPrimaryDeleted {
 		t.Errorf("lastFailover = %+v", f)
+	}
+	// The promotion is counted (alert OkgoesRedisFailover), and the new primary's memory is
+	// exported from the INFO the operator read (alert OkgoesRedisMemoryNearMaxmemory).
+	if n := testutil.ToFloat64(failoversCounter.WithLabelValues(ns, "fo", ReasonPrimaryDeleted)); n != 1 {
+		t.Errorf("okgoes_rediscache_failovers_total{reason=%q} = %v, want 1", ReasonPrimaryDeleted, n)
+	}
+	if used := testutil.ToFloat64(usedMemoryGauge.WithLabelValues(ns, "fo", "fo-2")); used <= 0 {
+		t.Errorf("okgoes_rediscache_used_memory_bytes of fo-2 = %v", used)
 	}
 	if in := procs[2].info(t); in.Role != redisadmin.RolePrimary {
 		t.Errorf("fo-2 is %s", in.Role)

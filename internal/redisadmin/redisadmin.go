@@ -49,6 +49,10 @@ type Info struct {
 	// their own snapshot or append-only file report offset 0 whatever they loaded: then only
 	// the keys tell the one that kept data from one that starts empty.
 	Keys int64
+	// UsedMemory and MaxMemory are used_memory and maxmemory (INFO memory), in bytes; MaxMemory
+	// is 0 when the server has no limit. EvictedKeys is evicted_keys (INFO stats): keys removed
+	// to stay under maxmemory since the server started. The operator only exports them.
+	UsedMemory, MaxMemory, EvictedKeys int64
 }
 
 // Client talks to Redis servers. The zero value uses a 2 s timeout per call.
@@ -75,13 +79,17 @@ func (c Client) client(addr, password string) *redis.Client {
 func (c Client) Replication(ctx context.Context, addr, password string) (Info, error) {
 	rdb := c.client(addr, password)
 	defer func() { _ = rdb.Close() }()
-	// Two sections in one round trip (INFO with several sections needs Redis 7).
+	// Four sections in one round trip (INFO with several sections needs Redis 7).
 	pipe := rdb.Pipeline()
-	repl, keys := pipe.Info(ctx, "replication"), pipe.Info(ctx, "keyspace")
+	sections := []*redis.StringCmd{pipe.Info(ctx, "replication"), pipe.Info(ctx, "keyspace"), pipe.Info(ctx, "memory"), pipe.Info(ctx, "stats")}
 	if _, err := pipe.Exec(ctx); err != nil {
-		return Info{}, fmt.Errorf("INFO replication, keyspace at %s: %w", addr, err)
+		return Info{}, fmt.Errorf("INFO replication, keyspace, memory, stats at %s: %w", addr, err)
 	}
-	return ParseInfo(repl.Val() + keys.Val())
+	var text strings.Builder
+	for _, s := range sections {
+		text.WriteString(s.Val())
+	}
+	return ParseInfo(text.String())
 }
 
 // ReplicaOf makes the server at addr replicate host:port, or, with host "", a primary
@@ -252,7 +260,7 @@ func isAuthError(err error) bool {
 	return strings.HasPrefix(msg, "WRONGPASS") || strings.HasPrefix(msg, "NOAUTH") || strings.Contains(msg, "invalid password")
 }
 
-// ParseInfo reads the output of INFO replication.
+// ParseInfo reads the output of INFO replication, keyspace, memory and stats.
 func ParseInfo(text string) (Info, error) {
 	var in Info
 	sc := bufio.NewScanner(strings.NewReader(text))
@@ -282,6 +290,18 @@ func ParseInfo(text string) (Info, error) {
 			in.Offset = o
 		case "master_replid":
 			in.ReplID = v
+		case "used_memory":
+			if err := parseCount(k, v, &in.UsedMemory); err != nil {
+				return Info{}, err
+			}
+		case "maxmemory":
+			if err := parseCount(k, v, &in.MaxMemory); err != nil {
+				return Info{}, err
+			}
+		case "evicted_keys":
+			if err := parseCount(k, v, &in.EvictedKeys); err != nil {
+				return Info{}, err
+			}
 		default:
 			// db0:keys=100,expires=0,avg_ttl=0
 			if n, found := strings.CutPrefix(v, "keys="); found && strings.HasPrefix(k, "db") {
@@ -298,4 +318,14 @@ func ParseInfo(text string) (Info, error) {
 		return Info{}, fmt.Errorf("INFO replication without a known role: %q", in.Role)
 	}
 	return in, nil
+}
+
+// parseCount reads the number v of the INFO field k into n.
+func parseCount(k, v string, n *int64) error {
+	c, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		return fmt.Errorf("%s %q: %w", k, v, err)
+	}
+	*n = c
+	return nil
 }

@@ -28,7 +28,12 @@ func TestParseInfo(t *testing.T) {
 	if got, err := ParseInfo(keyspace); err != nil || got.Keys != 107 {
 		t.Errorf("ParseInfo(with keyspace) = %+v, %v; want 107 keys", got, err)
 	}
-	for _, bad := range []string{"", "role:sentinel\r\n", "role:slave\r\nmaster_port:x\r\n", "role:slave\r\ndb0:keys=x,expires=0\r\n"} {
+	memory := "# Replication\r\nrole:master\r\n# Memory\r\nused_memory:1048576\r\nused_memory_human:1.00M\r\nmaxmemory:2097152\r\n" +
+		"# Stats\r\nevicted_keys:12\r\nexpired_keys:3\r\n"
+	if got, err := ParseInfo(memory); err != nil || got.UsedMemory != 1<<20 || got.MaxMemory != 2<<20 || got.EvictedKeys != 12 {
+		t.Errorf("ParseInfo(with memory and stats) = %+v, %v; want 1 MiB used of 2 MiB, 12 evicted", got, err)
+	}
+	for _, bad := range []string{"", "role:sentinel\r\n", "role:master\r\nused_memory:x\r\n", "role:slave\r\nmaster_port:x\r\n", "role:slave\r\ndb0:keys=x,expires=0\r\n"} {
 		if _, err := ParseInfo(bad); err == nil {
 			t.Errorf("ParseInfo(%q) accepted", bad)
 		}
@@ -70,8 +75,8 @@ func TestReplicaOfOnRealRedis(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if in, err := c.Replication(ctx, b, ""); err != nil || in.Keys != 2 {
-		t.Errorf("after writing a key in db 0 and db 1: %+v %v, want 2 keys", in, err)
+	if in, err := c.Replication(ctx, b, ""); err != nil || in.Keys != 2 || in.UsedMemory <= 0 {
+		t.Errorf("after writing a key in db 0 and db 1: %+v %v, want 2 keys and the memory used", in, err)
 	}
 	// A paused primary holds writes until unpaused.
 	if err := c.PauseWrites(ctx, a, "", 10*time.Second); err != nil {

@@ -40,6 +40,12 @@ var (
 		"Size of the kopia repository in the bucket, as the last kopia run found it (status.repository.bytes).", backupLabels, nil)
 	skippedDesc = prometheus.NewDesc("okgoes_backup_skipped_schedules",
 		"Scheduled backups skipped because a run was still going (status.skippedSchedules).", backupLabels, nil)
+	// conditionDesc is the status conditions of a PVCBackup, one series per condition type, as
+	// kube-state-metrics exports the conditions of built-in objects: the alerts read their
+	// reasons (Ready BackupFailed, Running Stalled, RepositoryHealthy RepositoryDamaged, ...).
+	conditionDesc = prometheus.NewDesc("okgoes_backup_condition",
+		"1 for each status condition of a PVCBackup, with its type, status (True, False, Unknown) and reason.",
+		append(backupLabels[:2:2], "type", "status", "reason"), nil)
 	backupLabels = []string{"namespace", "name"}
 )
 
@@ -60,7 +66,11 @@ type gaugeValues struct {
 	hasRepository             bool
 	lastBytes, lastSuccess    float64
 	hasSuccess                bool
+	conditions                []conditionValue
 }
+
+// conditionValue is one status condition of a PVCBackup, as okgoes_backup_condition shows it.
+type conditionValue struct{ kind, status, reason string }
 
 func newBackupGauges() *backupGauges {
 	return &backupGauges{byBackup: map[types.NamespacedName]*gaugeValues{}}
@@ -87,7 +97,7 @@ func (g *backupGauges) forget(key types.NamespacedName) {
 
 // Describe implements prometheus.Collector.
 func (g *backupGauges) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{lastBytesDesc, lastSuccessDesc, intervalDesc, missedDesc, repositoryBytesDesc, skippedDesc} {
+	for _, d := range []*prometheus.Desc{lastBytesDesc, lastSuccessDesc, intervalDesc, missedDesc, repositoryBytesDesc, skippedDesc, conditionDesc} {
 		ch <- d
 	}
 }
@@ -120,6 +130,9 @@ func (g *backupGauges) Collect(ch chan<- prometheus.Metric) {
 			gauge(lastBytesDesc, v.lastBytes)
 			gauge(lastSuccessDesc, v.lastSuccess)
 		}
+		for _, c := range v.conditions {
+			ch <- prometheus.MustNewConstMetric(conditionDesc, prometheus.GaugeValue, 1, ns, name, c.kind, c.status, c.reason)
+		}
 	}
 }
 
@@ -136,6 +149,11 @@ func (g *backupGauges) observe(pb *storagev1.PVCBackup, s *scope) {
 		v.missed, v.skipped, v.interval = float64(pb.Status.MissedSchedules), float64(pb.Status.SkippedSchedules), gap
 		if rs := pb.Status.Repository; rs != nil {
 			v.repositoryBytes, v.hasRepository = float64(rs.Bytes), true
+		}
+		// A new slice: Collect reads the old one after it let go of the lock.
+		v.conditions = make([]conditionValue, 0, len(pb.Status.Conditions))
+		for _, c := range pb.Status.Conditions {
+			v.conditions = append(v.conditions, conditionValue{c.Type, string(c.Status), c.Reason})
 		}
 	})
 }

@@ -108,3 +108,38 @@ func heapAlloc() int64 {
 	runtime.ReadMemStats(&m)
 	return int64(m.HeapAlloc)
 }
+
+// The conditions of a PVCBackup are scraped as okgoes_backup_condition, one series per type with
+// its status and reason, the series the backup alerts read (config/prometheus/alerts.yaml):
+// a damaged repository and a stalled run show as such, and a condition that changed shows only
+// its new reason.
+func TestBackupConditionsAreScraped(t *testing.T) {
+	g := newBackupGauges()
+	pb := &storagev1.PVCBackup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "app"}}
+	pb.Status.Conditions = []metav1.Condition{
+		{Type: storagev1.ConditionReady, Status: metav1.ConditionFalse, Reason: ReasonBackupFailed},
+		{Type: storagev1.ConditionRunning, Status: metav1.ConditionTrue, Reason: ReasonStalled},
+		{Type: storagev1.ConditionRepositoryHealthy, Status: metav1.ConditionFalse, Reason: ReasonRepositoryDamaged},
+	}
+	g.observe(pb, &scope{})
+	const help = `
+# HELP okgoes_backup_condition 1 for each status condition of a PVCBackup, with its type, status (True, False, Unknown) and reason.
+# TYPE okgoes_backup_condition gauge
+`
+	expect := func(text string) {
+		t.Helper()
+		if err := testutil.CollectAndCompare(g, strings.NewReader(help+text), "okgoes_backup_condition"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	expect(`okgoes_backup_condition{name="app",namespace="ns",reason="BackupFailed",status="False",type="Ready"} 1
+okgoes_backup_condition{name="app",namespace="ns",reason="Stalled",status="True",type="Running"} 1
+okgoes_backup_condition{name="app",namespace="ns",reason="RepositoryDamaged",status="False",type="RepositoryHealthy"} 1
+`)
+	pb.Status.Conditions[1] = metav1.Condition{Type: storagev1.ConditionRunning, Status: metav1.ConditionFalse, Reason: ReasonSucceeded}
+	g.observe(pb, &scope{})
+	expect(`okgoes_backup_condition{name="app",namespace="ns",reason="BackupFailed",status="False",type="Ready"} 1
+okgoes_backup_condition{name="app",namespace="ns",reason="Succeeded",status="False",type="Running"} 1
+okgoes_backup_condition{name="app",namespace="ns",reason="RepositoryDamaged",status="False",type="RepositoryHealthy"} 1
+`)
+}

@@ -91,12 +91,17 @@ type restoreResult struct {
 func (r *PVCRestoreReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	pr := &storagev1.PVCRestore{}
 	if err := r.Get(ctx, req.NamespacedName, pr); err != nil {
+		if apierrors.IsNotFound(err) {
+			forgetRestore(req.NamespacedName)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !pr.DeletionTimestamp.IsZero() {
+		forgetRestore(req.NamespacedName)
 		return ctrl.Result{}, nil
 	}
 	if pr.Status.Phase == storagev1.RestoreSucceeded || pr.Status.Phase == storagev1.RestoreFailed {
+		observeRestore(pr) // also after a restart of the operator, which reconciles every PVCRestore
 		// One-shot: a finished restore is never run again; its saved outcome lets its Job go.
 		return ctrl.Result{}, r.deleteFinishedJob(ctx, pr)
 	}
@@ -122,6 +127,7 @@ func (r *PVCRestoreReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 		return res, err
 	}
 	if written {
+		observeRestore(pr)
 		r.recordRestoreTransition(base, pr, s)
 		if s.result != nil {
 			// The outcome is saved: come back to remove the Job (status writes wake no reconcile).

@@ -3,6 +3,7 @@ package pvcrestore
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -157,6 +158,17 @@ func TestRestoreRefusesMissingBackupsAndBusyTargets(t *testing.T) {
 	w.reconcileRestore(missing)
 	if c := condition2(missing); missing.Status.Phase != storagev1.RestoreFailed || c.Reason != ReasonBackupNotFound {
 		t.Errorf("phase %s, Complete = %+v", missing.Status.Phase, c)
+	}
+	// The failure is on the metrics endpoint (alert OkgoesRestoreFailed) until the PVCRestore is deleted.
+	if got := failedSeries(t, w.NS, "missing"); !slices.Equal(got, []string{"BackupNotFound=1"}) {
+		t.Errorf("okgoes_restore_failed of the failed restore: %v", got)
+	}
+	w.Must(k8s.Delete(testCtx, missing))
+	if _, err := w.restorer().Reconcile(testCtx, storagetest.ReqFor(missing)); err != nil {
+		t.Fatal(err)
+	}
+	if got := failedSeries(t, w.NS, "missing"); len(got) != 0 {
+		t.Errorf("okgoes_restore_failed of the deleted restore: %v", got)
 	}
 
 	// The existing PVC "data" is mounted read-write by a running application pod.
