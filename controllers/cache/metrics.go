@@ -3,6 +3,7 @@ package cache
 import (
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
@@ -27,6 +28,10 @@ var (
 	readyGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "okgoes_rediscache_ready",
 		Help: "1 when the Ready condition of a RedisCache is True, else 0.",
+	}, []string{"namespace", "name"})
+	primaryAvailableGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "okgoes_rediscache_primary_available",
+		Help: "Replication mode: 1 when the PrimaryAvailable condition of a RedisCache is True, else 0; no series in Standalone mode or at replicas 0.",
 	}, []string{"namespace", "name"})
 	failoversCounter = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "okgoes_rediscache_failovers_total",
@@ -58,7 +63,7 @@ var failoverReasons = []string{ReasonNoPrimary, ReasonPrimaryDeleted, ReasonPrim
 
 func init() {
 	metrics.Registry.MustRegister(readyReplicasGauge, desiredReplicasGauge, readyGauge, replicationLagGauge,
-		failoversCounter, usedMemoryGauge, maxMemoryGauge, evictedKeysGauge)
+		primaryAvailableGauge, failoversCounter, usedMemoryGauge, maxMemoryGauge, evictedKeysGauge)
 }
 
 func observeMetrics(rc *cachev1beta1.RedisCache) {
@@ -69,6 +74,15 @@ func observeMetrics(rc *cachev1beta1.RedisCache) {
 		ready = 1
 	}
 	readyGauge.WithLabelValues(rc.Namespace, rc.Name).Set(ready)
+	if c := meta.FindStatusCondition(rc.Status.Conditions, cachev1beta1.ConditionPrimaryAvailable); c != nil {
+		available := 0.0
+		if c.Status == metav1.ConditionTrue {
+			available = 1
+		}
+		primaryAvailableGauge.WithLabelValues(rc.Namespace, rc.Name).Set(available)
+	} else {
+		primaryAvailableGauge.DeleteLabelValues(rc.Namespace, rc.Name)
+	}
 }
 
 // observeReplicationMetrics sets the per-pod series of the pods this reconcile read: lag for the
@@ -102,7 +116,7 @@ func countFailover(rc *cachev1beta1.RedisCache, f cachev1beta1.Failover) {
 
 // forgetMetrics drops the series of a deleted RedisCache so no stale cache is reported.
 func forgetMetrics(key types.NamespacedName) {
-	for _, g := range []*prometheus.GaugeVec{readyReplicasGauge, desiredReplicasGauge, readyGauge} {
+	for _, g := range []*prometheus.GaugeVec{readyReplicasGauge, desiredReplicasGauge, readyGauge, primaryAvailableGauge} {
 		g.DeleteLabelValues(key.Namespace, key.Name)
 	}
 	cache := prometheus.Labels{"namespace": key.Namespace, "name": key.Name}
