@@ -15,7 +15,9 @@ import (
 // condition (Standalone, or scaled to 0) and none once the cache is deleted.
 func TestPrimaryAvailableGaugeFollowsTheCondition(t *testing.T) {
 	rc := &cachev1beta1.RedisCache{ObjectMeta: metav1.ObjectMeta{Namespace: "metrics-ns", Name: "repl"}}
-	count := func() int { return testutil.CollectAndCount(primaryAvailableGauge, "okgoes_rediscache_primary_available") }
+	count := func() int {
+		return testutil.CollectAndCount(primaryAvailableGauge, "okgoes_rediscache_primary_available")
+	}
 	before := count()
 	for _, c := range []struct {
 		status metav1.ConditionStatus
