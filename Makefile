@@ -28,6 +28,7 @@ KUSTOMIZE ?= $(LOCALBIN)/kustomize
 # a cluster needs only kubectl (and kustomize, built from the module proxy into bin/).
 KUBECTL ?= $(or $(shell command -v kubectl 2>/dev/null),$(wildcard $(K8S_ASSETS)/kubectl),kubectl)
 OPERATOR_SDK ?= $(LOCALBIN)/operator-sdk
+PROMTOOL ?= $(LOCALBIN)/promtool
 export KUBEBUILDER_ASSETS = $(K8S_ASSETS)
 
 .PHONY: all
@@ -86,7 +87,7 @@ GO_ENV = CGO_ENABLED=0 GOFLAGS='-trimpath $(GOFLAGS)'
 GO_TEST_FLAGS ?= -vet=off -ldflags=-s\ -w
 
 .PHONY: test
-test: verify-generated verify-fmt verify-module-versions vet k8s-assets ## Run all tests against a real kube-apiserver + etcd and a real MinIO (built into bin/ on first use).
+test: verify-generated verify-fmt verify-module-versions vet k8s-assets promtool ## Run all tests against a real kube-apiserver + etcd and a real MinIO (built into bin/ on first use).
 	$(GO_ENV) go test ./... -count=1 -coverprofile cover.out $(GO_TEST_FLAGS)
 	cd hack/bundle && $(GO_ENV) go test ./... -count=1
 	cd scorecard && $(GO_ENV) go test ./... -count=1
@@ -230,6 +231,11 @@ undeploy: kustomize ## Remove the operator from the cluster.
 controller-gen: $(CONTROLLER_GEN) ## Build controller-gen into bin/.
 $(CONTROLLER_GEN): hack/tools/gen/go.mod
 	cd hack/tools/gen && $(GO_ENV) go build -o $(CONTROLLER_GEN) sigs.k8s.io/controller-tools/cmd/controller-gen
+
+.PHONY: promtool
+promtool: $(PROMTOOL) ## Build promtool (github.com/prometheus/prometheus, hack/tools/promtool) into bin/, only when missing; make test runs its check rules and test rules on config/prometheus.
+$(PROMTOOL): hack/tools/promtool/go.mod
+	cd hack/tools/promtool && $(GO_ENV) go build -tags remove_all_sd -o $(PROMTOOL) github.com/prometheus/prometheus/cmd/promtool
 
 .PHONY: operator-sdk
 operator-sdk: ## Build operator-sdk v1.42.3 into bin/ from ../shared/third_party (hack/tools/operator-sdk/build.sh), only when missing.
