@@ -242,11 +242,11 @@ func metricNames(expr string) []string {
 func TestMetricNames(t *testing.T) {
 	for expr, want := range map[string][]string{
 		`sum by (namespace, controller) (rate(controller_runtime_reconcile_total{job=~".*x.*", result="error"}[5m])) > 0.01`: {"controller_runtime_reconcile_total"},
-		`absent(up{job=~".*okgoes-operator.*"} == 1)`: {"up"},
-		`count(up == 1) unless on() (max(leader_election_master_status{name="a"}) == 1)`:             {"up", "leader_election_master_status"},
-		`a_bytes / (b_bytes > 0) > 0.9`:                                                               {"a_bytes", "b_bytes"},
-		`histogram_quantile(0.99, sum by (le) (rate(x_seconds_bucket[5m])))`:                          {"x_seconds_bucket"},
-		`okgoes_rediscache_replication_lag_bytes > 16 * 1024 * 1024`:                                 {"okgoes_rediscache_replication_lag_bytes"},
+		`absent(up{job=~".*okgoes-operator.*"} == 1)`:                                              {"up"},
+		`count(up == 1) unless on() (max(leader_election_master_status{name="a"}) == 1)`:           {"up", "leader_election_master_status"},
+		`a_bytes / (b_bytes > 0) > 0.9`:                                                            {"a_bytes", "b_bytes"},
+		`histogram_quantile(0.99, sum by (le) (rate(x_seconds_bucket[5m])))`:                       {"x_seconds_bucket"},
+		`okgoes_rediscache_replication_lag_bytes > 16 * 1024 * 1024`:                               {"okgoes_rediscache_replication_lag_bytes"},
 		`(time() - t_seconds offset 1h) > 2 * (i_seconds > 0) and on (namespace, name) c{r="a b"}`: {"t_seconds", "i_seconds", "c"},
 	} {
 		if got := metricNames(expr); !slices.Equal(got, want) {
