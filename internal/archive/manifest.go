@@ -1,8 +1,10 @@
 package archive
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -44,7 +46,34 @@ type Manifest struct {
 	// before kopia existed have no engine: they stay archives.
 	Engine string         `json:"engine,omitempty"`
 	Kopia  *KopiaSnapshot `json:"kopia,omitempty"`
+	// Tree is the top level of an archive backup's volume, each entry with the totals under it
+	// (Stats.Top, at most MaxTreeEntries, the largest; TreeMore counts the rest), so that the
+	// backup can be listed without reading the archive. Archive backups made before it existed
+	// have none (TreeRecorded false). Kopia backups have none: their directory objects say the
+	// same.
+	Tree         []TreeEntry `json:"tree,omitempty"`
+	TreeMore     *TreeMore   `json:"treeMore,omitempty"`
+	TreeRecorded bool        `json:"treeRecorded,omitempty"`
 }
+
+// TreeEntry is one entry of a backup's tree: a directory with the totals of everything under it,
+// or a file, symlink or other entry.
+type TreeEntry struct {
+	Path  string `json:"path"`            // slash-separated, relative to the volume's root
+	Type  string `json:"type"`            // "dir", "file", "symlink" or "other"
+	Bytes int64  `json:"bytes"`           // a file's size; a directory's total file size
+	Files int64  `json:"files,omitempty"` // a directory's total file count; 1 for a file
+}
+
+// TreeMore counts the entries of a tree listing that were left out, and their bytes.
+type TreeMore struct {
+	Entries int64 `json:"entries"`
+	Bytes   int64 `json:"bytes"`
+}
+
+// MaxTreeEntries bounds Manifest.Tree: a volume with a million files at its root keeps a
+// manifest of a sensible size.
+const MaxTreeEntries = 1000
 
 // KopiaSnapshot names the kopia snapshot that holds a backup.
 type KopiaSnapshot struct {
@@ -96,4 +125,30 @@ func (m Manifest) Verify(s Stats) error {
 		}
 	}
 	return nil
+}
+
+// LargestFirst sorts tree entries by bytes, largest first, then by path.
+func LargestFirst(entries []TreeEntry) {
+	slices.SortStableFunc(entries, func(a, b TreeEntry) int {
+		if a.Bytes != b.Bytes {
+			return cmp.Compare(b.Bytes, a.Bytes)
+		}
+		return cmp.Compare(a.Path, b.Path)
+	})
+}
+
+// SetTree records top (Stats of WriteOptions.Top) as the manifest's Tree: the MaxTreeEntries
+// largest entries, in path order, and what was left out.
+func (m *Manifest) SetTree(top []TreeEntry) {
+	kept := slices.Clone(top)
+	if len(kept) > MaxTreeEntries {
+		LargestFirst(kept)
+		more := &TreeMore{Entries: int64(len(kept) - MaxTreeEntries)}
+		for _, e := range kept[MaxTreeEntries:] {
+			more.Bytes += e.Bytes
+		}
+		kept, m.TreeMore = kept[:MaxTreeEntries], more
+		slices.SortFunc(kept, func(a, b TreeEntry) int { return cmp.Compare(a.Path, b.Path) })
+	}
+	m.Tree, m.TreeRecorded = kept, true // an empty volume too: recorded, and empty
 }

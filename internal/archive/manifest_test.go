@@ -3,6 +3,7 @@ package archive
 import (
 	"encoding/json"
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -63,7 +64,7 @@ func TestManifestJSON(t *testing.T) {
 	if err := json.Unmarshal(data, &back); err != nil {
 		t.Fatal(err)
 	}
-	if back != m {
+	if !reflect.DeepEqual(back, m) {
 		t.Errorf("JSON round trip changed the manifest:\n got %+v\nwant %+v", back, m)
 	}
 }

@@ -27,6 +27,8 @@ type walker struct {
 	buf   []byte
 	// noatime: open files with O_NOATIME (see openFile).
 	noatime bool
+	// top, when set, receives the root's entries with their totals (WriteOptions.Top).
+	top *[]TreeEntry
 }
 
 // dir writes a directory, then its children in lexical order.
@@ -51,11 +53,34 @@ func (wk *walker) dir(p, name string, fi fs.FileInfo) error {
 		if name != "." {
 			child = path.Join(name, child)
 		}
+		before := *wk.st
 		if err := wk.entry(filepath.Join(p, c.Name()), child, c.Type()); err != nil {
 			return err
 		}
+		if name == "." && wk.top != nil {
+			*wk.top = appendTop(*wk.top, child, before, *wk.st)
+		}
 	}
 	return nil
+}
+
+// appendTop adds the root's entry name to top, with what writing it added to the stats (before
+// and after): nothing when it vanished or was skipped before it was written.
+func appendTop(top []TreeEntry, name string, before, after Stats) []TreeEntry {
+	e := TreeEntry{Path: name, Files: after.Files - before.Files, Bytes: after.ContentBytes - before.ContentBytes}
+	switch {
+	case after.Dirs > before.Dirs:
+		e.Type = "dir"
+	case after.Files > before.Files || after.HardLinks > before.HardLinks:
+		e.Type = "file"
+	case after.Symlinks > before.Symlinks:
+		e.Type = "symlink"
+	case after.FIFOs > before.FIFOs:
+		e.Type = "other"
+	default:
+		return top // vanished, or a socket or device (not in the archive)
+	}
+	return append(top, e)
 }
 
 // readDir lists a directory with the type of each entry, which the file system returns with

@@ -10,9 +10,12 @@ import (
 	"github.com/klauspost/compress/zstd"
 )
 
-// WriteOptions tune Write. It has no fields yet; it exists so options can be added without
-// changing every caller.
-type WriteOptions struct{}
+// WriteOptions tune Write.
+type WriteOptions struct {
+	// Top, when set, receives the top level of the tree written, in lexical order: each entry of
+	// the root with the files and bytes under it (the manifest's Tree).
+	Top *[]TreeEntry
+}
 
 // windowSize is the zstd window, shared by both directions: the encoder's history buffer and
 // the decoder's limit are what bound their memory (see the package comment).
@@ -37,7 +40,7 @@ var encoderOptions = []zstd.EOption{
 // ctx.Err().
 //
 // On error, what was written to w is not a complete archive and must be discarded.
-func Write(ctx context.Context, root string, w io.Writer, _ WriteOptions) (Stats, error) {
+func Write(ctx context.Context, root string, w io.Writer, opts WriteOptions) (Stats, error) {
 	var st Stats
 	// The root itself may be a symlink (a mount path): the caller named it, so follow it.
 	fi, err := os.Stat(root)
@@ -60,6 +63,7 @@ func Write(ctx context.Context, root string, w io.Writer, _ WriteOptions) (Stats
 		links:   map[fileID]string{},
 		buf:     make([]byte, copyBuffer),
 		noatime: true,
+		top:     opts.Top,
 	}
 	err = wk.dir(root, ".", fi)
 	if err == nil {

@@ -53,6 +53,16 @@ const (
 	EnvOverwrite = "RESTORE_OVERWRITE" // Refuse, Clean or Merge
 )
 
+// Environment of `mover list` (besides the S3 variables, the engine's and EnvManifestKey): the
+// directory of the backup to list and how deep.
+const (
+	EnvListPath  = "LIST_PATH"  // relative to the volume's root; empty: the root
+	EnvListDepth = "LIST_DEPTH" // 1 to MaxListDepth; empty: 1
+)
+
+// MaxListDepth is the deepest `mover list` goes below its path.
+const MaxListDepth = 3
+
 // Environment of the kopia engine.
 const (
 	// EnvKopiaPrefix is the key prefix of the PVCBackup's kopia repository in the bucket.

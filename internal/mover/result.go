@@ -1,9 +1,13 @@
 package mover
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
+
+	"github.com/okgoes/okgoes-operator/internal/archive"
 )
 
 // Outcome is how a mover command ended.
@@ -48,6 +52,9 @@ const (
 	// not in the backup, or cannot be restored alone; the message names it. Found before the
 	// target is touched.
 	ReasonPathNotInBackup Reason = "PathNotInBackup"
+	// ReasonTreeNotRecorded (mover list, archive engine): the archive backup was made before
+	// archive manifests recorded their top level; listing it would read the whole archive.
+	ReasonTreeNotRecorded Reason = "TreeNotRecorded"
 	// ReasonNotARepository (kopia): the repository's prefix holds objects that are not a kopia
 	// repository.
 	ReasonNotARepository Reason = "NotARepository"
@@ -76,6 +83,10 @@ type Result struct {
 	RestoredBytes int64 `json:"restoredBytes,omitempty"`
 	TotalFiles    int64 `json:"totalFiles,omitempty"`
 	TotalBytes    int64 `json:"totalBytes,omitempty"`
+	// Entries are what `mover list` found (the largest entries that fit the termination message,
+	// largest first) and EntriesMore what it left out.
+	Entries     []archive.TreeEntry `json:"entries,omitempty"`
+	EntriesMore *archive.TreeMore   `json:"entriesMore,omitempty"`
 	// Skipped counts what a backup found in the volume and could not hold (manifest's skipped):
 	// sockets and devices, and FIFOs with kopia. The controller warns about them.
 	Skipped int64 `json:"skipped,omitempty"`
@@ -134,4 +145,28 @@ func ReasonOf(err error, def Reason) Reason {
 		return e.Reason
 	}
 	return def
+}
+
+// ListBudget is how many bytes of the termination message the entries of `mover list` may take:
+// the kubelet keeps 4096 bytes, and the rest of the Result needs some.
+const ListBudget = 3000
+
+// BoundEntries is what of entries a Result can carry: the largest first (by bytes, then path)
+// while their JSON fits budget bytes, and the count and bytes of the rest (nil when none is left
+// out).
+func BoundEntries(entries []archive.TreeEntry, budget int) ([]archive.TreeEntry, *archive.TreeMore) {
+	sorted := slices.Clone(entries)
+	archive.LargestFirst(sorted)
+	used := 0
+	for i, e := range sorted {
+		data, _ := json.Marshal(e)
+		if used += len(data) + 1; used > budget {
+			more := &archive.TreeMore{Entries: int64(len(sorted) - i)}
+			for _, r := range sorted[i:] {
+				more.Bytes += r.Bytes
+			}
+			return sorted[:i], more
+		}
+	}
+	return sorted, nil
 }

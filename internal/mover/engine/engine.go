@@ -82,3 +82,12 @@ type VerifyJob struct {
 	ArchiveKey  string // archive engine only
 	ManifestKey string
 }
+
+// ListJob describes one listing of a backup's tree (`mover list`): nothing is restored.
+type ListJob struct {
+	ManifestKey string
+	// Path is the directory to list, relative to the volume's root ("" the root); Depth how many
+	// levels below it (1 to mover.MaxListDepth).
+	Path  string
+	Depth int
+}

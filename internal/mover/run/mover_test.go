@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"syscall"
@@ -78,7 +79,7 @@ func TestBackupThenVerifyFromMinIO(t *testing.T) {
 	}
 	var reported Result
 	raw, _ := os.ReadFile(e[EnvTerminationLog])
-	if err := json.Unmarshal(raw, &reported); err != nil || reported != res {
+	if err := json.Unmarshal(raw, &reported); err != nil || !reflect.DeepEqual(reported, res) {
 		t.Errorf("termination log %s does not match %+v", raw, res)
 	}
 

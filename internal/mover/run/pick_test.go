@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -79,7 +80,7 @@ func TestResultOf(t *testing.T) {
 		{errors.New("connection reset"), Result{Result: Failed, Reason: ReasonStorageFailed, Message: "connection reset",
 			ID: "20261203T020000Z", ArchiveKey: "ns/app/x.tar.zst", SnapshotID: "k1"}},
 	} {
-		if got := resultOf(engines, tt.err); got != tt.want {
+		if got := resultOf(engines, tt.err); !reflect.DeepEqual(got, tt.want) {
 			t.Errorf("resultOf(%v) = %+v, want %+v", tt.err, got, tt.want)
 		}
 	}

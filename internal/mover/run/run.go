@@ -1,4 +1,4 @@
-// Package run is the mover's driver, what `mover backup|restore|verify` runs: it reads the
+// Package run is the mover's driver, what `mover backup|restore|verify|list` runs: it reads the
 // environment once (the variables of internal/mover), picks the engine once (pick), runs the
 // command through the Engine interface, turns the engine's error into the Result in one place
 // (resultOf) and writes that Result where the kubelet reads the termination message.
@@ -27,6 +27,7 @@ type Engine interface {
 	Backup(ctx context.Context, s3 engine.S3, job engine.BackupJob) (mover.Result, error)
 	Restore(ctx context.Context, s3 engine.S3, job engine.RestoreJob) (mover.Result, error)
 	Verify(ctx context.Context, s3 engine.S3, job engine.VerifyJob) (mover.Result, error)
+	List(ctx context.Context, s3 engine.S3, job engine.ListJob) (mover.Result, error)
 }
 
 // pick is the engine the environment names (mover.EnvEngine), and its options: the one place
@@ -178,7 +179,27 @@ func Verify(ctx context.Context, getenv func(string) string) mover.Result {
 	}))
 }
 
-// read runs a restore or verify, do, with the engine of the environment and under the idle
+// List is `mover list`: it lists a directory of a backup (EnvListPath, EnvListDepth levels deep)
+// without restoring it, and writes the Result, whose Entries are the largest entries that fit the
+// termination message, to the termination log.
+func List(ctx context.Context, getenv func(string) string) mover.Result {
+	job := engine.ListJob{ManifestKey: getenv(mover.EnvManifestKey), Path: strings.Trim(getenv(mover.EnvListPath), "/"), Depth: 1}
+	if s := getenv(mover.EnvListDepth); s != "" {
+		d, err := strconv.Atoi(s)
+		if err != nil || d < 1 || d > mover.MaxListDepth {
+			return report(getenv, failed(fmt.Errorf("%s: %q is not a depth from 1 to %d", mover.EnvListDepth, s, mover.MaxListDepth), mover.ReasonInvalidConfig))
+		}
+		job.Depth = d
+	}
+	if job.ManifestKey == "" {
+		return report(getenv, failed(fmt.Errorf("missing environment: %s", mover.EnvManifestKey), mover.ReasonInvalidConfig))
+	}
+	return report(getenv, read(ctx, getenv, func(e Engine, ctx context.Context, s3 engine.S3) (mover.Result, error) {
+		return e.List(ctx, s3, job)
+	}))
+}
+
+// read runs a restore, verify or list, do, with the engine of the environment and under the idle
 // watchdog, as a backup is: when an S3 read makes no progress for the idle timeout, the run
 // ends StorageStalled (engine.Watch).
 func read(ctx context.Context, getenv func(string) string, do func(Engine, context.Context, engine.S3) (mover.Result, error)) mover.Result {

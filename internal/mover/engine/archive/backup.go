@@ -60,8 +60,9 @@ func Backup(ctx context.Context, store ObjectStore, job engine.BackupJob, now fu
 		err   error
 	}
 	done := make(chan written, 1)
+	var top []tarzstd.TreeEntry
 	go func() {
-		stats, err := tarzstd.Write(uctx, job.SourceDir, pipe, tarzstd.WriteOptions{})
+		stats, err := tarzstd.Write(uctx, job.SourceDir, pipe, tarzstd.WriteOptions{Top: &top})
 		pipe.CloseWrite(err) // nil closes normally: the upload sees EOF
 		done <- written{stats, err}
 	}()
@@ -91,6 +92,7 @@ func Backup(ctx context.Context, store ObjectStore, job engine.BackupJob, now fu
 	m := tarzstd.NewManifest(job.ID, job.Namespace, job.PVC, job.ArchiveKey, wr.stats)
 	m.ScheduledTime, m.StartTime, m.CompletionTime = job.ScheduledTime.UTC(), start.UTC(), now().UTC()
 	m.OperatorVersion = job.OperatorVersion
+	m.SetTree(top) // read after done: the writer goroutine has finished with it
 	data, err := json.MarshalIndent(m, "", "  ")
 	if err != nil {
 		return tarzstd.Manifest{}, err
