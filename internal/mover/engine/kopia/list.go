@@ -15,7 +15,7 @@ import (
 // kopia keeps of each directory, so no file content is read. The snapshot is proven as a restore
 // proves it (openSnapshot) first.
 func (e Engine) List(ctx context.Context, s3 engine.S3, job engine.ListJob) (mover.Result, error) {
-	m, err := readKopiaManifest(ctx, s3.Store, job.ManifestKey)
+	m, err := readKopiaManifest(ctx, s3.Store, job.ManifestKey, nil)
 	if err != nil {
 		return mover.Result{}, err
 	}
