@@ -222,6 +222,7 @@ func newManager(restConfig *rest.Config, c config) (ctrl.Manager, error) {
 		Deps:               deps("pvcbackup-controller"),
 		SnapshotsAvailable: snapshots,
 		SnapshotAPIProbe:   func(context.Context) (bool, error) { return pvcbackup.SnapshotAPIServed(mgr) },
+		PodExec:            pvcbackup.NewPodExecutor(mgr.GetConfig()), // spec.hooks
 	}).SetupWithManager(mgr, storagekit.Options{MaxConcurrentReconciles: c.maxConcurrent}); err != nil {
 		return nil, fmt.Errorf("set up the PVCBackup controller: %w", err)
 	}

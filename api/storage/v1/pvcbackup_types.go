@@ -133,6 +133,15 @@ type PVCBackupSpec struct {
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Verify",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:booleanSwitch"},order=10
 	Verify bool `json:"verify,omitempty"`
 
+	// Hooks are commands the operator runs in the application's pods around each backup: the
+	// before-hooks before the snapshot (or, without spec.snapshot, the copy) starts, the
+	// after-hooks once the snapshot is taken (or the upload is over), and also when the run fails
+	// after any before-hook ran, so that a frozen application is always thawed
+	// (docs/application-backups.md).
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Hooks",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:advanced"},order=12
+	Hooks *BackupHooks `json:"hooks,omitempty"`
+
 	// Retention prunes old backups after each successful one. Unset keeps every backup. When set,
 	// at least one of keepLast, keepDaily, keepWeekly and keepMonthly must be above 0: a retention
 	// with every rule 0 (e.g. {keepLast: 0}) is rejected, as it could mean "keep nothing" as well
@@ -141,6 +150,79 @@ type PVCBackupSpec struct {
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Retention",order=11
 	Retention *Retention `json:"retention,omitempty"`
 }
+
+// BackupHooks are the before- and after-hooks of every backup run, each list run in order.
+// +kubebuilder:validation:XValidation:rule="(has(self.before) && size(self.before) > 0) || (has(self.after) && size(self.after) > 0)",message="hooks must list at least one before or after hook: remove hooks to run none"
+type BackupHooks struct {
+	// Before run, in order, before the snapshot or the copy starts. A before-hook that fails
+	// with onError Fail ends the run: no backup is made, and the after-hooks run.
+	// +kubebuilder:validation:MaxItems=8
+	// +optional
+	Before []BackupHook `json:"before,omitempty"`
+	// After run, in order, once the snapshot is taken (with spec.snapshot) or the upload is
+	// over (without), and whenever the run fails after the before-hooks started.
+	// +kubebuilder:validation:MaxItems=8
+	// +optional
+	After []BackupHook `json:"after,omitempty"`
+}
+
+// HookOnError says what a failing hook does to the run: Fail or Continue.
+// +kubebuilder:validation:XValidation:rule="self in ['Fail', 'Continue']",message="onError must be Fail or Continue"
+type HookOnError string
+
+const (
+	// HookFail ends the run when the hook fails (the default). A failing after-hook makes a
+	// run whose backup was written fail too: the application may not have been thawed.
+	HookFail HookOnError = "Fail"
+	// HookContinue records the failure (a Warning event HookFailedContinuing) and goes on.
+	HookContinue HookOnError = "Continue"
+)
+
+// BackupHook is one command run in one container of every running pod the selector matches in
+// the PVCBackup's namespace, through the pods/exec API, as the container's own user.
+type BackupHook struct {
+	// Selector picks the pods, in the PVCBackup's namespace only. Every running pod it matches
+	// runs the command, in order of pod name; none matching fails the hook (HookPodNotFound).
+	// +kubebuilder:validation:XValidation:rule="(has(self.matchLabels) && size(self.matchLabels) > 0) || (has(self.matchExpressions) && size(self.matchExpressions) > 0)",message="selector must set matchLabels or matchExpressions: an empty selector would pick every pod of the namespace"
+	Selector metav1.LabelSelector `json:"selector"`
+	// Container to run the command in; default the pod's first container.
+	// +kubebuilder:validation:MaxLength=63
+	// +optional
+	Container string `json:"container,omitempty"`
+	// Command in exec form: the program and its arguments, no shell implied (use
+	// ["sh", "-c", "..."] for one). Its exit code decides the hook: 0 is success.
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MaxLength=4096
+	// +kubebuilder:validation:XValidation:rule="size(self[0]) > 0",message="command[0] must name the program to run"
+	Command []string `json:"command"`
+	// Timeout of the command, from 1s to 10m, e.g. "30s"; default 30s. At the timeout the exec
+	// is cancelled and the hook fails with HookTimedOut (the command itself may go on in the
+	// container: cancelling the stream is all the API offers).
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=16
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ms|s|m|h))+$') && duration(self) >= duration('1s') && duration(self) <= duration('10m')",message="timeout must be a duration from 1s to 10m, e.g. 30s or 2m"
+	// +optional
+	Timeout *metav1.Duration `json:"timeout,omitempty"`
+	// OnError is what a failure does to the run: Fail (the default) or Continue.
+	// +kubebuilder:default=Fail
+	// +optional
+	OnError HookOnError `json:"onError,omitempty"`
+}
+
+// DefaultHookTimeout is the timeout of a hook that sets none.
+const DefaultHookTimeout = 30 * time.Second
+
+// TimeoutOrDefault is how long the hook's command may run.
+func (h *BackupHook) TimeoutOrDefault() time.Duration {
+	if h.Timeout == nil {
+		return DefaultHookTimeout
+	}
+	return h.Timeout.Duration
+}
+
+// Continues tells whether the run goes on when the hook fails.
+func (h *BackupHook) Continues() bool { return h.OnError == HookContinue }
 
 // Retention says which backups to keep, restic-style: a backup kept by any rule survives, and the
 // newest backup is never pruned. Days, weeks and months are those of the schedule's time zone.
@@ -561,6 +643,65 @@ type ActiveRun struct {
 	// Progress of the upload, as the mover last reported it.
 	// +optional
 	Progress *RunProgress `json:"progress,omitempty"`
+	// Hooks of the run: which ran, with what result (spec.hooks).
+	// +optional
+	Hooks *RunHooks `json:"hooks,omitempty"`
+}
+
+// HookPhase is when a hook runs: Before or After.
+type HookPhase string
+
+// Hook phases.
+const (
+	HookBefore HookPhase = "Before"
+	HookAfter  HookPhase = "After"
+)
+
+// HookResult is what one hook did in one pod.
+type HookResult struct {
+	// Phase and Index name the hook: spec.hooks.before[index] or spec.hooks.after[index].
+	Phase HookPhase `json:"phase"`
+	Index int32     `json:"index"`
+	// Pod and Container the command ran in (empty when no pod matched).
+	// +optional
+	Pod string `json:"pod,omitempty"`
+	// +optional
+	Container string `json:"container,omitempty"`
+	// ExitCode of the command, when it ended by itself.
+	// +optional
+	ExitCode *int32 `json:"exitCode,omitempty"`
+	// Duration of the exec, e.g. "1.2s".
+	// +optional
+	Duration string `json:"duration,omitempty"`
+	// Reason of a failure: HookFailed, HookTimedOut, HookPodNotFound, HookExecFailed; empty
+	// when the command exited 0.
+	// +optional
+	Reason string `json:"reason,omitempty"`
+	// Message says what happened, for a failure what to do.
+	// +optional
+	Message string `json:"message,omitempty"`
+	// Output is the tail of the command's stdout and stderr (at most 1 KiB, the start cut off
+	// and marked); kept for the last run only. Never print secrets from a hook: this is status.
+	// +optional
+	Output string `json:"output,omitempty"`
+}
+
+// RunHooks is how far the active run got with its hooks; what survives a restart of the
+// manager (docs/application-backups.md, "What is guaranteed").
+type RunHooks struct {
+	// Session is the manager process that may run this run's hooks: a manager that finds
+	// another's session and no recorded before-hooks knows they may have run partly.
+	Session string `json:"session"`
+	// BeforeDone is set once the before-hooks' results are recorded.
+	// +optional
+	BeforeDone bool `json:"beforeDone,omitempty"`
+	// AfterDone is set once the after-hooks' results are recorded.
+	// +optional
+	AfterDone bool `json:"afterDone,omitempty"`
+	// Results of the hooks that ran so far, in order.
+	// +kubebuilder:validation:MaxItems=64
+	// +optional
+	Results []HookResult `json:"results,omitempty"`
 }
 
 // RunStatus is the record of one finished backup run.
@@ -618,6 +759,11 @@ type RunStatus struct {
 	// VerificationMessage explains a failed verification.
 	// +optional
 	VerificationMessage string `json:"verificationMessage,omitempty"`
+	// Hooks are the results of the run's hooks (spec.hooks); the output tails only in lastRun
+	// and the newest history entry.
+	// +kubebuilder:validation:MaxItems=64
+	// +optional
+	Hooks []HookResult `json:"hooks,omitempty"`
 }
 
 // PVCBackupStatus is what the operator observed. It never holds intent.

@@ -10,6 +10,7 @@ package pvcbackup
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/robfig/cron/v3"
@@ -60,6 +61,14 @@ type PVCBackupReconciler struct {
 	// by PVCBackup (runObjectsIndex). Without it (a reconciler on an uncached client) they are
 	// listed by label.
 	runObjectsIndexed bool
+	// PodExec runs the hooks' commands in pods (spec.hooks): NewPodExecutor in the manager.
+	PodExec PodExec
+	// HookSession names this process in the status of the runs whose hooks it runs; empty: a
+	// random one (pvcbackup_hooks.go).
+	HookSession string
+	sessionOnce sync.Once
+	// hookMemory keeps the results of hooks this process ran until the status records them.
+	hookMemory hookMemory
 }
 
 // scope is what the phases of one reconcile share.
@@ -91,6 +100,8 @@ type scope struct {
 	// run's record once its end is known (runFinishedUnrecorded).
 	claim   string
 	outcome *storagev1.RunStatus
+	// afterNext is the state the after-hooks go on to (afterHooksThen).
+	afterNext runState
 	// starting is set when this reconcile started the run (runDue); dueTick and dueManual are
 	// what made it due, startedID its id.
 	starting  bool
@@ -110,6 +121,8 @@ type scope struct {
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;delete
 // +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;list;watch;create;delete
 // +kubebuilder:rbac:groups="",resources=pods,verbs=list
+// +kubebuilder:rbac:groups="",resources=pods/exec,verbs=create
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get
 // +kubebuilder:rbac:groups=snapshot.storage.k8s.io,resources=volumesnapshots,verbs=get;list;watch;create;delete
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch;list

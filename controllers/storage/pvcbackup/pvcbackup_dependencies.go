@@ -28,6 +28,9 @@ func (r *PVCBackupReconciler) checkDependencies(ctx context.Context, s *scope, c
 	case !pvc.DeletionTimestamp.IsZero():
 		return errclass.Waiting(ReasonPVCNotFound, fmt.Sprintf("PersistentVolumeClaim %q is being deleted", pb.Spec.PVCName), r.Poll())
 	}
+	if err := r.checkHooksAllowed(ctx, pb); err != nil {
+		return err
+	}
 	if pb.Spec.Snapshot != nil && !r.snapshotsServed(ctx) {
 		// Found before a run is due, and polled: installing the CRDs heals it (snapshotAPI).
 		return errclass.Waiting(ReasonSnapshotsUnsupported, snapshotsUnsupported(r.Poll()), r.Poll())

@@ -28,12 +28,21 @@ import (
 //
 //	runRecorded ──────────────► (state derived again)        objects of recorded runs deleted
 //	runStartedUnrecorded ─────► runSnapshotting|runUploading  the run adopted from its first object
+//	runBeforeHooks ───────────► runSnapshotting|runUploading | runFinishedUnrecorded (a hook failed)
+//	runAfterHooks ────────────► s.afterNext (runSnapshotting, runVerifying, runFinishedUnrecorded)
 //	runSnapshotting ──────────► runUploading | runFinishedUnrecorded | runScheduling (waits)
 //	runUploading ─────────────► runVerifying | runFinishedUnrecorded | runScheduling (waits)
 //	runVerifying ─────────────► runFinishedUnrecorded | runScheduling (waits)
 //	runFinishedUnrecorded ────► runScheduling                  the outcome recorded in status
 //	runScheduling ────────────► runDue | runDone               ticks counted, the next run decided
 //	runDue ───────────────────► runSnapshotting|runUploading  (starting) ─► runStarted
+//	                          ╰─► runDone: a run with hooks is recorded before any hook runs
+//
+// Hooks (spec.hooks, pvcbackup_hooks.go): a run with hooks starts in runBeforeHooks; its
+// after-hooks run once its snapshot is cut (runSnapshotting), once its upload is over without a
+// snapshot (runUploading), and in any case before its end is recorded (runFinishedUnrecorded),
+// so a run that fails after its before-hooks still thaws the application.
+//
 //	runStarted, runDone: the reconcile ends.
 //
 // Completion is recorded before cleanup: runFinishedUnrecorded writes the outcome into the status
@@ -77,6 +86,10 @@ const (
 	runStarted runState = "Started"
 	// runDone: the reconcile has nothing more to do for the run.
 	runDone runState = "Done"
+	// runBeforeHooks: the active run has hooks whose before-hooks are not recorded.
+	runBeforeHooks runState = "BeforeHooks"
+	// runAfterHooks: the active run's after-hooks run now, then s.afterNext.
+	runAfterHooks runState = "AfterHooks"
 )
 
 // reconcileRun derives the run's state and steps through the machine.
@@ -108,6 +121,8 @@ func runStateOf(s *scope, objs runObjects) runState {
 		return runStartedUnrecorded
 	case pb.Status.ActiveRun == nil:
 		return runScheduling
+	case pb.Status.ActiveRun.Hooks != nil && !pb.Status.ActiveRun.Hooks.BeforeDone:
+		return runBeforeHooks
 	case pb.Spec.Snapshot != nil:
 		return runSnapshotting
 	}
@@ -133,7 +148,14 @@ func (r *PVCBackupReconciler) step(ctx context.Context, s *scope, state runState
 		return r.reconcileUploading(ctx, s)
 	case runVerifying:
 		return r.reconcileVerifying(ctx, s)
+	case runBeforeHooks:
+		return r.reconcileBeforeHooks(ctx, s)
+	case runAfterHooks:
+		return r.reconcileAfterHooks(ctx, s)
 	case runFinishedUnrecorded:
+		if afterHooksDue(s.backup.Status.ActiveRun) { // a frozen application is thawed first
+			return afterHooksThen(s, runFinishedUnrecorded)
+		}
 		r.finishRun(ctx, s, *s.outcome)
 		if s.starting {
 			return runStarted, nil // the start's reconcile writes no status (errRunStarted)
@@ -165,6 +187,15 @@ func finished(s *scope, rec storagev1.RunStatus) (runState, error) {
 // reconcileSnapshotting takes the run's snapshot and restores it into the PVC the mover reads
 // (ensureSourceClaim); the run goes on to its upload once that PVC exists.
 func (r *PVCBackupReconciler) reconcileSnapshotting(ctx context.Context, s *scope) (runState, error) {
+	if afterHooksDue(s.backup.Status.ActiveRun) {
+		cut, err := r.snapshotCut(ctx, s)
+		if err != nil {
+			return runDone, err
+		}
+		if cut { // the application is thawed as soon as the snapshot holds its data
+			return afterHooksThen(s, runSnapshotting)
+		}
+	}
 	claim, err := r.ensureSourceClaim(ctx, s)
 	switch {
 	case err != nil:
@@ -254,10 +285,14 @@ func (r *PVCBackupReconciler) reconcileUploading(ctx context.Context, s *scope) 
 	}
 	r.recordSkipped(pb, run.ID, &rec, m.Skipped)
 	s.outcome = &rec
+	next := runFinishedUnrecorded
 	if pb.Spec.Verify {
-		return runVerifying, nil
+		next = runVerifying
 	}
-	return runFinishedUnrecorded, nil
+	if afterHooksDue(run) { // no snapshot: the application is thawed once the upload is over
+		return afterHooksThen(s, next)
+	}
+	return next, nil
 }
 
 // reconcileVerifying runs the verify Job of the active run (spec.verify) and adds its verdict to
@@ -396,6 +431,15 @@ func (r *PVCBackupReconciler) startRun(_ context.Context, s *scope) (runState, e
 	run.ID = storagekit.RunID(run.ScheduledTime.Time, run.Manual)
 	run.Engine = s.engine // resolved by checkDependencies, as a run is due
 	pb.Status.ActiveRun = run
+	if hasHooks(pb) {
+		// Not the one-request start: the run, and the session that may run its hooks, are in
+		// the status before any hook runs, so that whichever manager comes next knows an
+		// application may be frozen (pvcbackup_hooks.go). The next reconcile runs them.
+		run.Hooks = &storagev1.RunHooks{Session: r.hookSession()}
+		s.stage, s.stageMessage = ReasonBeforeHooks, fmt.Sprintf("backup %s: the before-hooks run next", run.ID)
+		s.requeue = min(s.requeue, time.Second)
+		return runDone, nil
+	}
 	s.starting, s.startedID = true, run.ID
 	if pb.Spec.Snapshot != nil {
 		return runSnapshotting, nil
@@ -418,9 +462,15 @@ func (r *PVCBackupReconciler) finishRun(ctx context.Context, s *scope, rec stora
 	rec.CompletionTime = metav1.NewTime(s.now)
 	rec.Duration = s.now.Sub(run.StartTime.Time).Round(time.Second).String()
 	rec.Message = storagekit.Truncate(rec.Message, 2048)
+	if run.Hooks != nil {
+		rec.Hooks = run.Hooks.Results
+	}
 	st := &pb.Status
 	st.LastRun = &rec
 	st.History = append([]storagev1.RunStatus{rec}, st.History...)
+	for i := 1; i < len(st.History); i++ { // hook output tails are kept for the newest run only
+		st.History[i].Hooks = withoutOutput(st.History[i].Hooks)
+	}
 	if len(st.History) > historyLimit {
 		st.History = st.History[:historyLimit]
 	}
