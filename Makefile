@@ -153,7 +153,7 @@ bundle-build: ## Build the bundle image of VERSION: from releases/VERSION once r
 
 OPERATORHUB_DIR ?= $(LOCALBIN)/operatorhub
 .PHONY: operatorhub-submission
-operatorhub-submission: ## Lay out VERSION for community-operators(-prod) in $(OPERATORHUB_DIR)/operators/okgoes-operator/ (ci.yaml, VERSION/), validated.
+operatorhub-submission: ## Lay out VERSION for community-operators(-prod) in $(OPERATORHUB_DIR)/operators/okgoes-operator/ (ci.yaml in FBC mode, VERSION/ with release-config.yaml; the first submitted version 0.5.0 without replaces), validated.
 	hack/operatorhub-submission.sh $(VERSION) $(OPERATORHUB_DIR)
 
 .PHONY: bundle-push
