@@ -58,3 +58,17 @@ func (s *Store) GetAt(ctx context.Context, key string, t time.Time) (io.ReadClos
 	}
 	return obj, nil
 }
+
+// ObjectLockEnabled reports whether the bucket has S3 Object Lock enabled (set when it was
+// created; it turns versioning on for good). A bucket without an object lock configuration is
+// false, not an error.
+func (s *Store) ObjectLockEnabled(ctx context.Context) (bool, error) {
+	enabled, _, _, _, err := s.client.GetObjectLockConfig(ctx, s.bucket)
+	if err != nil {
+		if minio.ToErrorResponse(err).Code == "ObjectLockConfigurationNotFoundError" {
+			return false, nil
+		}
+		return false, err
+	}
+	return enabled == "Enabled", nil
+}

@@ -277,7 +277,8 @@ func s3Trouble(pb *storagev1.PVCBackup) bool {
 		return false
 	}
 	switch c.Reason {
-	case storagekit.ReasonBucketNotFound, storagekit.ReasonCredentialsRejected, storagekit.ReasonEndpointUnreachable, storagekit.ReasonRepositoryPasswordMissing:
+	case storagekit.ReasonBucketNotFound, storagekit.ReasonCredentialsRejected, storagekit.ReasonEndpointUnreachable, storagekit.ReasonRepositoryPasswordMissing,
+		storagekit.ReasonBucketNotLockable:
 		return true
 	}
 	return false

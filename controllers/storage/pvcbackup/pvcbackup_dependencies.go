@@ -68,6 +68,9 @@ func (r *PVCBackupReconciler) checkDependencies(ctx context.Context, s *scope, c
 	if s.engine, err = r.resolveEngine(ctx, s); err != nil {
 		return err
 	}
+	if err := r.checkImmutability(ctx, s, store); err != nil {
+		return err
+	}
 	if storagekit.EngineFor(s.engine).NeedsPassword() {
 		return s.passwordErr
 	}

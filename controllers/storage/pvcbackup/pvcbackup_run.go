@@ -256,6 +256,7 @@ func (r *PVCBackupReconciler) reconcileUploading(ctx context.Context, s *scope) 
 		if out.Result.PasswordRotated && pb.Status.Repository != nil { // the rotation stands though the backup failed
 			pb.Status.Repository.PasswordChangeTime = ptr.To(metav1.NewTime(s.now))
 		}
+		recordImmutability(pb, out.Result, s.now)
 		return finished(s, storagev1.RunStatus{Result: storagev1.RunFailed, Reason: out.Reason,
 			Message: storagekit.FailureMessage(storagekit.BackupSource(pb), out.Reason, out.Message)})
 	}

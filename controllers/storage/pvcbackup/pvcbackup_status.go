@@ -108,10 +108,10 @@ func setRunningCondition(pb *storagev1.PVCBackup, s *scope, set func(t string, s
 func setReadyFromRuns(pb *storagev1.PVCBackup, set func(t string, status metav1.ConditionStatus, reason, msg string)) {
 	st := &pb.Status
 	switch {
-	case st.LastRun != nil && st.LastRun.Result == storagev1.RunFailed && st.ActiveRun == nil &&
-		st.LastRun.Reason == ReasonRepositoryPasswordWrong:
-		// Every run fails the same way until a person fixes the Secret: say so in the reason.
-		set(storagev1.ConditionReady, metav1.ConditionFalse, ReasonRepositoryPasswordWrong,
+	case st.LastRun != nil && st.LastRun.Result == storagev1.RunFailed && st.ActiveRun == nil && needsAPerson(st.LastRun.Reason):
+		// Every run fails the same way until a person fixes the Secret, the spec or the
+		// bucket: say so in the reason.
+		set(storagev1.ConditionReady, metav1.ConditionFalse, st.LastRun.Reason,
 			fmt.Sprintf("backup %s failed: %s", st.LastRun.ID, st.LastRun.Message))
 	case st.LastRun != nil && st.LastRun.Result == storagev1.RunFailed && st.ActiveRun == nil:
 		set(storagev1.ConditionReady, metav1.ConditionFalse, ReasonBackupFailed,
@@ -126,6 +126,16 @@ func setReadyFromRuns(pb *storagev1.PVCBackup, set func(t string, status metav1.
 		}
 		set(storagev1.ConditionReady, metav1.ConditionTrue, ReasonScheduled, msg)
 	}
+}
+
+// needsAPerson reports whether a run that failed for reason fails the same way every time until
+// a person changes something: then Ready's reason is the run's own.
+func needsAPerson(reason string) bool {
+	switch reason {
+	case ReasonRepositoryPasswordWrong, storagekit.ReasonImmutabilityMismatch, storagekit.ReasonBucketNotLockable:
+		return true
+	}
+	return false
 }
 
 // repositoryCondition is RepositoryHealthy, for a PVCBackup of the kopia engine: what the last

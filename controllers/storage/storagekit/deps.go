@@ -35,6 +35,8 @@ const (
 // internal/objectstore implements it.
 type ObjectStore interface {
 	BucketExists(ctx context.Context) (bool, error)
+	// ObjectLockEnabled reports whether the bucket was created with S3 Object Lock.
+	ObjectLockEnabled(ctx context.Context) (bool, error)
 	Get(ctx context.Context, key string) (io.ReadCloser, error)
 	ListTop(ctx context.Context, prefix string) ([]objectstore.ObjectInfo, error)
 	ListDirs(ctx context.Context, prefix string) ([]string, error)

@@ -172,7 +172,7 @@ func (kopiaEngine) BackupEnv(src S3Source, prefix string, opts *storagev1.KopiaO
 	if kd := KeyDerivation(opts); kd != "" {
 		env = append(env, corev1.EnvVar{Name: mover.EnvKopiaKeyDerivation, Value: kd})
 	}
-	return env
+	return append(env, RetentionEnv(opts)...)
 }
 
 func (kopiaEngine) VerifyEnv(src S3Source, prefix, id string) []corev1.EnvVar {

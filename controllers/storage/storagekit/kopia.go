@@ -6,6 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	storagev1 "github.com/okgoes/okgoes-operator/api/storage/v1"
@@ -61,10 +62,15 @@ func PreviousPasswordKey(loc storagev1.S3Location) string {
 }
 
 // FailureMessage is the message of a mover run of src that failed with reason and msg: msg, and
-// for RepositoryPasswordWrong the Secret and its keys and what to do (the mover knows neither the
-// Secret nor its keys).
+// what to do in the operator's terms, which the mover does not know: for RepositoryPasswordWrong
+// the Secret and its keys, for ImmutabilityMismatch the fields.
 func FailureMessage(src S3Source, reason, msg string) string {
-	if reason != string(mover.ReasonRepositoryPasswordWrong) {
+	switch reason {
+	case ReasonImmutabilityMismatch:
+		return msg + ". Set spec.kopia.immutability to what the repository has (status.repository.immutability) or remove it; " +
+			"another lock needs a new repository (another spec.s3.prefix or bucket)"
+	case string(mover.ReasonRepositoryPasswordWrong):
+	default:
 		return msg
 	}
 	key := PasswordKey(src.Location)
@@ -120,4 +126,34 @@ func KeyDerivation(k *storagev1.KopiaOptions) string {
 		return mover.KeyDerivationPBKDF2
 	}
 	return ""
+}
+
+// RetentionEnv is the object lock retention spec.kopia asks a new repository for, as the mover's
+// EnvKopiaRetentionMode and EnvKopiaRetentionPeriod; none when it asks for none.
+func RetentionEnv(k *storagev1.KopiaOptions) []corev1.EnvVar {
+	if k == nil || k.Immutability == nil {
+		return nil
+	}
+	mode := mover.RetentionGovernance
+	if k.Immutability.Mode == storagev1.ImmutabilityCompliance {
+		mode = mover.RetentionCompliance
+	}
+	period := time.Duration(k.Immutability.Days) * 24 * time.Hour
+	return []corev1.EnvVar{{Name: mover.EnvKopiaRetentionMode, Value: mode}, {Name: mover.EnvKopiaRetentionPeriod, Value: period.String()}}
+}
+
+// RepositoryImmutability is status.repository.immutability for the retention a mover reported
+// (mover.Result RetentionMode, RetentionPeriod); nil when it reported none.
+func RepositoryImmutability(mode, period string) *storagev1.RepositoryImmutability {
+	if mode == "" {
+		return nil
+	}
+	d, _ := time.ParseDuration(period)
+	switch mode {
+	case mover.RetentionGovernance:
+		mode = string(storagev1.ImmutabilityGovernance)
+	case mover.RetentionCompliance:
+		mode = string(storagev1.ImmutabilityCompliance)
+	}
+	return &storagev1.RepositoryImmutability{Mode: mode, Period: metav1.Duration{Duration: d}}
 }

@@ -16,6 +16,12 @@ const (
 	// RepositoryPasswordMissing: False, polled: engine Kopia and no password in the Secret.
 	ReasonRepositoryPasswordMissing = "RepositoryPasswordMissing"
 	ReasonVerificationFailed        = string(mover.ReasonVerificationFailed) // True, failed: the archive does not match its manifest
+	// BucketNotLockable: False, polled (the controller's check before a run), or the failed run
+	// of a mover that found the same: spec.kopia.immutability and a bucket without object lock.
+	ReasonBucketNotLockable = string(mover.ReasonBucketNotLockable)
+	// ImmutabilityMismatch: False, the failed run of a mover that found the repository locked
+	// otherwise than spec.kopia.immutability asks (or not at all); the repository is unchanged.
+	ReasonImmutabilityMismatch = string(mover.ReasonImmutabilityMismatch)
 )
 
 // Truncate bounds a message kept in status (a condition, a run record) to n bytes.

@@ -1,0 +1,68 @@
+package pvcbackup
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	storagev1 "github.com/okgoes/okgoes-operator/api/storage/v1"
+	"github.com/okgoes/okgoes-operator/controllers/storage/storagekit"
+	"github.com/okgoes/okgoes-operator/internal/errclass"
+	"github.com/okgoes/okgoes-operator/internal/mover"
+)
+
+// checkImmutability is what spec.kopia.immutability needs before a run: the Kopia engine (a
+// PVCBackup whose empty spec.engine resolved to Archive cannot lock, InvalidSpec), and, until a
+// run has reported the repository locked, a bucket created with S3 Object Lock (polled
+// BucketNotLockable: AWS lets an owner turn object lock on for an existing versioned bucket). A
+// repository locked otherwise than asked is the mover's finding (ImmutabilityMismatch): only
+// the repository knows its retention.
+func (r *PVCBackupReconciler) checkImmutability(ctx context.Context, s *scope, store storagekit.ObjectStore) error {
+	pb := s.backup
+	if pb.Spec.Kopia == nil || pb.Spec.Kopia.Immutability == nil {
+		return nil
+	}
+	if s.engine == storagev1.EngineArchive {
+		return errclass.Stalled(storagekit.ReasonInvalidSpec, fmt.Sprintf("spec.kopia.immutability locks a kopia repository, "+
+			"and this PVCBackup's backups are archives (its prefix %q holds archive backups and spec.engine is empty): "+
+			"remove spec.kopia.immutability, or set spec.engine to Kopia and a new spec.s3.prefix", storagekit.BackupPrefix(pb)))
+	}
+	if rs := pb.Status.Repository; rs != nil && rs.Immutability != nil {
+		return nil // the bucket took locked objects already
+	}
+	cctx, cancel := context.WithTimeout(ctx, storagekit.S3Timeout)
+	defer cancel()
+	enabled, err := store.ObjectLockEnabled(cctx)
+	if err != nil {
+		return storagekit.ClassifyS3Error(err, pb.Spec.S3Bucket, r.Poll())
+	}
+	if !enabled {
+		return errclass.Waiting(storagekit.ReasonBucketNotLockable, bucketNotLockable(pb), r.Poll())
+	}
+	return nil
+}
+
+// bucketNotLockable says why spec.kopia.immutability cannot be had in the PVCBackup's bucket,
+// and what to do.
+func bucketNotLockable(pb *storagev1.PVCBackup) string {
+	return fmt.Sprintf("spec.kopia.immutability asks for %s object lock for %d days, and bucket %q at %s has no object lock: "+
+		"S3 turns it on when a bucket is created (aws s3api create-bucket --object-lock-enabled-for-bucket, mc mb --with-lock); "+
+		"create a bucket with object lock and set spec.s3Bucket to it, or remove spec.kopia.immutability. No backup runs until then",
+		pb.Spec.Kopia.Immutability.Mode, pb.Spec.Kopia.Immutability.Days, pb.Spec.S3Bucket, pb.Spec.S3.Endpoint)
+}
+
+// recordImmutability keeps the repository's retention a failed run reported (an
+// ImmutabilityMismatch names it) in status.repository, creating it when no run had reported the
+// repository yet.
+func recordImmutability(pb *storagev1.PVCBackup, res mover.Result, now time.Time) {
+	im := storagekit.RepositoryImmutability(res.RetentionMode, res.RetentionPeriod)
+	if im == nil {
+		return
+	}
+	if pb.Status.Repository == nil {
+		pb.Status.Repository = &storagev1.RepositoryStatus{UpdateTime: metav1.NewTime(now)}
+	}
+	pb.Status.Repository.Immutability = im
+}
