@@ -38,6 +38,101 @@ type BackupCatalogSpec struct {
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Refresh Interval",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:text"},order=3
 	RefreshInterval *metav1.Duration `json:"refreshInterval,omitempty"`
+	// Browse lists one backup's tree without restoring it, in status.browse: a mover Job reads
+	// a kopia backup's directories (never a file's content: the sizes are kopia's directory
+	// summaries) or the top level an archive backup's manifest records. Change it to list
+	// something else; remove it when done.
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Browse",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:advanced"},order=4
+	Browse *CatalogBrowse `json:"browse,omitempty"`
+}
+
+// CatalogBrowse names a backup of status.sources and the directory of it to list.
+type CatalogBrowse struct {
+	// Namespace and PVCBackup of the source (status.sources[].namespace and .pvcBackup).
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	Namespace string `json:"namespace"`
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	PVCBackup string `json:"pvcBackup"`
+	// BackupID is one of the source's backups[].id, or "latest".
+	// +kubebuilder:default=latest
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:Pattern=`^(latest|[0-9]{8}T[0-9]{6}Z(-manual)?)$`
+	// +optional
+	BackupID string `json:"backupID,omitempty"`
+	// Path is the directory to list, relative to the volume's root; empty: the root. Archive
+	// backups record only their root's entries.
+	// +optional
+	Path RestorePath `json:"path,omitempty"`
+	// Depth is how many levels below path to list: 1 (default) to 3 (kopia backups only).
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=3
+	// +optional
+	Depth int32 `json:"depth,omitempty"`
+}
+
+// BrowsePhase is where a browse is.
+// +kubebuilder:validation:Enum=Pending;Running;Succeeded;Failed
+type BrowsePhase string
+
+// Browse phases.
+const (
+	// BrowsePending: the browse waits for something outside the operator (credentials, the
+	// repository password, S3); its reason says what. Tried again every poll interval.
+	BrowsePending BrowsePhase = "Pending"
+	// BrowseRunning: the mover Job lists the backup.
+	BrowseRunning BrowsePhase = "Running"
+	// BrowseSucceeded: entries hold the listing.
+	BrowseSucceeded BrowsePhase = "Succeeded"
+	// BrowseFailed: the listing cannot be made (no such backup or directory, a damaged backup,
+	// an archive backup that records no tree); the reason says which. Change spec.browse to ask
+	// again.
+	BrowseFailed BrowsePhase = "Failed"
+)
+
+// CatalogTreeEntry is one entry of a backup's tree.
+type CatalogTreeEntry struct {
+	// Path relative to the volume's root.
+	Path string `json:"path"`
+	// Type: dir, file, symlink or other.
+	Type string `json:"type"`
+	// Bytes of a file; of all the files under a directory.
+	Bytes int64 `json:"bytes"`
+	// Files under a directory; 1 for a file.
+	// +optional
+	Files int64 `json:"files,omitempty"`
+}
+
+// CatalogBrowseStatus answers spec.browse.
+type CatalogBrowseStatus struct {
+	// Request is the spec.browse this status answers.
+	Request CatalogBrowse `json:"request"`
+	// Phase of the browse.
+	Phase BrowsePhase `json:"phase"`
+	// BackupID listed ("latest" resolved) and its Engine.
+	// +optional
+	BackupID string `json:"backupID,omitempty"`
+	// +optional
+	Engine BackupEngine `json:"engine,omitempty"`
+	// Entries are the largest entries found (as many as the mover's report holds), largest first.
+	// +optional
+	Entries []CatalogTreeEntry `json:"entries,omitempty"`
+	// MoreEntries and MoreBytes count the entries left out and their bytes.
+	// +optional
+	MoreEntries int64 `json:"moreEntries,omitempty"`
+	// +optional
+	MoreBytes int64 `json:"moreBytes,omitempty"`
+	// Reason and Message say why a browse is Pending or Failed.
+	// +optional
+	Reason string `json:"reason,omitempty"`
+	// +optional
+	Message string `json:"message,omitempty"`
+	// CompletionTime of a Succeeded or Failed browse.
+	// +optional
+	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
 }
 
 // Bounds of BackupCatalog status: an object's status must stay well under the API server's
@@ -149,6 +244,10 @@ type BackupCatalogStatus struct {
 	// +listMapKey=type
 	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Conditions",xDescriptors={"urn:alm:descriptor:io.kubernetes.conditions"},order=4
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// Browse answers spec.browse.
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Browse",order=5
+	Browse *CatalogBrowseStatus `json:"browse,omitempty"`
 }
 
 // BackupCatalog lists, read-only, the backups every PVCBackup wrote under a bucket and prefix:

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -30,7 +31,8 @@ const DefaultRefreshInterval = 10 * time.Minute
 
 // BackupCatalogReconciler lists the backups under a BackupCatalog's bucket and prefix, on every
 // spec change and then every spec.refreshInterval; while the location cannot be read (Ready
-// False) it tries again every poll interval.
+// False) it tries again every poll interval. It answers spec.browse with a `mover list` Job
+// (backupcatalog_browse.go).
 type BackupCatalogReconciler struct {
 	client.Client
 	storagekit.Deps
@@ -40,8 +42,12 @@ type BackupCatalogReconciler struct {
 // +kubebuilder:rbac:groups=storage.okgoes.com,resources=backupcatalogs,verbs=get;list;watch
 // +kubebuilder:rbac:groups=storage.okgoes.com,resources=backupcatalogs/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get
+// Browse runs a mover Job and reads its pod's termination message and the Job's events.
+// +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;delete
+// +kubebuilder:rbac:groups="",resources=pods,verbs=list
+// +kubebuilder:rbac:groups="",resources=events,verbs=list
 
-// Reconcile refreshes one BackupCatalog when it is due.
+// Reconcile refreshes one BackupCatalog when it is due, and answers its spec.browse.
 func (r *BackupCatalogReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	bc := &storagev1.BackupCatalog{}
 	if err := r.Get(ctx, req.NamespacedName, bc); err != nil {
@@ -51,16 +57,27 @@ func (r *BackupCatalogReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 		return ctrl.Result{}, nil
 	}
 	now := r.Clock.Now()
-	if wait := untilRefresh(bc, now); wait > 0 {
-		return ctrl.Result{RequeueAfter: wait}, nil
-	}
 	base := bc.DeepCopy()
-	found, err := r.discover(ctx, bc, now)
-	if res, retry := r.Retry(now, err); retry {
-		return res, nil // an API server outage (storagekit/apioutage.go)
+	var refreshErr error
+	if untilRefresh(bc, now) == 0 {
+		found, err := r.discover(ctx, bc, now)
+		if res, retry := r.Retry(now, err); retry {
+			return res, nil // an API server outage (storagekit/apioutage.go)
+		}
+		computeStatus(bc, found, err, now)
+		refreshErr = err
 	}
-	computeStatus(bc, found, err, now)
-	res, err := errclass.Result(err, refreshInterval(bc))
+	res, err := errclass.Result(refreshErr, untilRefresh(bc, now))
+	browseAfter, berr := r.reconcileBrowse(ctx, bc, now)
+	if res, retry := r.Retry(now, berr); retry {
+		return res, nil
+	}
+	if err == nil {
+		err = berr
+	}
+	if browseAfter > 0 && (res.RequeueAfter == 0 || browseAfter < res.RequeueAfter) {
+		res.RequeueAfter = browseAfter
+	}
 	if _, perr := statuspatch.Patch(ctx, r.Client, base, bc, func(bc *storagev1.BackupCatalog) any { return bc.Status }); perr != nil && err == nil {
 		err = perr
 	}
@@ -128,8 +145,8 @@ func (r *BackupCatalogReconciler) checkBucket(ctx context.Context, store storage
 	return nil
 }
 
-// SetupWithManager registers the controller. Only spec changes wake it (status writes do not);
-// the refresh is its own RequeueAfter.
+// SetupWithManager registers the controller. Spec changes and its browse Jobs wake it (status
+// writes do not); the refresh is its own RequeueAfter.
 func (r *BackupCatalogReconciler) SetupWithManager(mgr ctrl.Manager, opts storagekit.Options) error {
 	if err := r.Check(); err != nil {
 		return err
@@ -140,6 +157,7 @@ func (r *BackupCatalogReconciler) SetupWithManager(mgr ctrl.Manager, opts storag
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&storagev1.BackupCatalog{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Owns(&batchv1.Job{}).
 		WithOptions(controller.Options{MaxConcurrentReconciles: opts.MaxConcurrentReconciles, RateLimiter: flowcontrol.RateLimiter()}).
 		Named("backupcatalog").
 		Complete(rec)

@@ -176,12 +176,14 @@ func (w *World) RunMover(job *batchv1.Job, dir string) mover.Result {
 	c := job.Spec.Template.Spec.Containers[0]
 	env := w.MoverEnv(job)
 	getenv := func(k string) string { return env[k] }
-	switch c.Command[len(c.Command)-1] { // /mover backup|restore|verify
+	switch c.Command[len(c.Command)-1] { // /mover backup|restore|verify|list
 	case "restore":
 		env[mover.EnvTargetDir] = dir
 		return run.Restore(Ctx, getenv)
 	case "verify":
 		return run.Verify(Ctx, getenv)
+	case "list":
+		return run.List(Ctx, getenv)
 	}
 	env[mover.EnvSourceDir] = dir
 	return run.Backup(Ctx, getenv, "test")
