@@ -698,7 +698,8 @@ type RunHooks struct {
 	// AfterDone is set once the after-hooks' results are recorded.
 	// +optional
 	AfterDone bool `json:"afterDone,omitempty"`
-	// Results of the hooks that ran so far, in order.
+	// Results of the hooks that ran so far, in order; at most 64: beyond, the successful ones
+	// are dropped first.
 	// +kubebuilder:validation:MaxItems=64
 	// +optional
 	Results []HookResult `json:"results,omitempty"`
@@ -759,8 +760,8 @@ type RunStatus struct {
 	// VerificationMessage explains a failed verification.
 	// +optional
 	VerificationMessage string `json:"verificationMessage,omitempty"`
-	// Hooks are the results of the run's hooks (spec.hooks); the output tails only in lastRun
-	// and the newest history entry.
+	// Hooks are the results of the run's hooks (spec.hooks), at most 64 (failures kept first);
+	// output tails and messages only in lastRun and the newest history entry.
 	// +kubebuilder:validation:MaxItems=64
 	// +optional
 	Hooks []HookResult `json:"hooks,omitempty"`

@@ -388,3 +388,31 @@ func TestHooksRunOnlyWhereTheNamespaceAllowsThem(t *testing.T) {
 		t.Fatalf("last run %+v, execs %+v", run, w.kubelet.Execs())
 	}
 }
+
+// An after-hook that fails (the thaw) fails the run even though its backup was written: the
+// message says the backup is there and restorable, and that the application may still be
+// frozen. The after-hooks after it still run.
+func TestAFailingAfterHookFailsARunWhoseBackupWasWritten(t *testing.T) {
+	w := newHookWorld(t)
+	pb := w.Backup("app", "@hourly")
+	pb.Spec.Hooks = &storagev1.BackupHooks{Before: []storagev1.BackupHook{logHook("freeze")},
+		After: []storagev1.BackupHook{shHook("echo 'thaw failed: not frozen' >&2; exit 32"), logHook("second thaw")}}
+	w.startRun(pb)
+	w.upload(pb)
+	if got := w.log(); got != "freeze, mover, second thaw" {
+		t.Errorf("log %q: every after-hook runs, whatever the one before did", got)
+	}
+	run := pb.Status.LastRun
+	if run == nil || run.Result != storagev1.RunFailed || run.Reason != ReasonHookFailed || run.ObjectKey == "" {
+		t.Fatalf("last run: %+v", run)
+	}
+	for _, s := range []string{"was written (" + run.ObjectKey + ") and is restorable", "may not have been thawed",
+		"hook after[0] in pod db-0 container app exited with code 32", "thaw failed: not frozen"} {
+		if !strings.Contains(run.Message, s) {
+			t.Errorf("the message does not say %q: %s", s, run.Message)
+		}
+	}
+	if !w.Exists(run.ObjectKey) {
+		t.Errorf("the written backup %s is gone", run.ObjectKey)
+	}
+}

@@ -195,11 +195,11 @@ func (r *PVCBackupReconciler) reconcileBeforeHooks(ctx context.Context, s *scope
 		results = r.runHooks(ctx, s, storagev1.HookBefore)
 		r.hookMemory.put(key, run.ID, storagev1.HookBefore, results)
 	}
-	h.Results = append(h.Results, results...)
+	h.Results = boundedResults(append(h.Results, results...))
 	h.BeforeDone = true
 	if failed := firstFailure(pb, results); failed != nil {
 		return finished(s, storagev1.RunStatus{Result: storagev1.RunFailed, Reason: failed.Reason,
-			Message: "no backup was made: " + failed.Message + "; the after-hooks ran"})
+			Message: "no backup was made: " + failureMessage(failed) + "; the after-hooks ran"})
 	}
 	if pb.Spec.Snapshot != nil {
 		return runSnapshotting, nil
@@ -224,7 +224,7 @@ func (r *PVCBackupReconciler) reconcileAfterHooks(ctx context.Context, s *scope)
 		r.hookMemory.put(key, run.ID, storagev1.HookAfter, results)
 	}
 	h.Session = r.hookSession()
-	h.Results = append(h.Results, results...)
+	h.Results = boundedResults(append(h.Results, results...))
 	h.AfterDone = true
 	failed := firstFailure(pb, results)
 	switch {
@@ -232,12 +232,13 @@ func (r *PVCBackupReconciler) reconcileAfterHooks(ctx context.Context, s *scope)
 		return s.afterNext, nil
 	case s.outcome == nil: // the snapshot is taken, nothing uploaded: the run ends here
 		return finished(s, storagev1.RunStatus{Result: storagev1.RunFailed, Reason: failed.Reason,
-			Message: "the snapshot was taken but not uploaded: " + failed.Message})
+			Message: "the snapshot was taken but not uploaded: " + failureMessage(failed)})
 	case s.outcome.Result == storagev1.RunSucceeded:
 		s.outcome.Result, s.outcome.Reason = storagev1.RunFailed, failed.Reason
-		s.outcome.Message = fmt.Sprintf("backup %s was written (%s), but %s", run.ID, s.outcome.ObjectKey, failed.Message)
+		s.outcome.Message = fmt.Sprintf("backup %s was written (%s) and is restorable, but the application may not have been thawed: %s",
+			run.ID, s.outcome.ObjectKey, failureMessage(failed))
 	default: // the run failed already: its reason stands, the hook's failure is added
-		s.outcome.Message += "; and " + failed.Message
+		s.outcome.Message += "; and " + failureMessage(failed)
 	}
 	return runFinishedUnrecorded, nil
 }
@@ -359,14 +360,14 @@ func (r *PVCBackupReconciler) execHook(ctx context.Context, phase storagev1.Hook
 	case err != nil && (errors.Is(ectx.Err(), context.DeadlineExceeded) && ctx.Err() == nil):
 		res.Reason = ReasonHookTimedOut
 		res.Message = fmt.Sprintf("%s did not end within its timeout of %s and was cancelled (the command may still run in the container): "+
-			"raise spec.hooks.%s[%d].timeout or make the command end sooner%s", where, timeout, strings.ToLower(string(phase)), index, tailNote(res.Output))
+			"raise spec.hooks.%s[%d].timeout or make the command end sooner", where, timeout, strings.ToLower(string(phase)), index)
 	case err != nil:
 		res.Reason = ReasonHookExecFailed
 		res.Message = fmt.Sprintf("%s could not be run: %v", where, err)
 	case code != 0:
 		res.ExitCode = ptr.To(int32(code))
 		res.Reason = ReasonHookFailed
-		res.Message = fmt.Sprintf("%s exited with code %d%s", where, code, tailNote(res.Output))
+		res.Message = fmt.Sprintf("%s exited with code %d", where, code)
 	default:
 		res.ExitCode = ptr.To(int32(0))
 	}
@@ -384,9 +385,9 @@ func (r *PVCBackupReconciler) hookEvent(pb *storagev1.PVCBackup, res storagev1.H
 		r.Recorder.Eventf(pb, corev1.EventTypeNormal, "HookSucceeded", "hook %s in pod %s container %s exited 0 after %s",
 			name, res.Pod, res.Container, res.Duration)
 	case hook.Continues():
-		r.Recorder.Eventf(pb, corev1.EventTypeWarning, eventHookContinuing, "%s (%s); onError is Continue: the backup goes on", res.Message, res.Reason)
+		r.Recorder.Eventf(pb, corev1.EventTypeWarning, eventHookContinuing, "%s (%s); onError is Continue: the backup goes on", failureMessage(&res), res.Reason)
 	default:
-		r.Recorder.Eventf(pb, corev1.EventTypeWarning, res.Reason, "%s", res.Message)
+		r.Recorder.Eventf(pb, corev1.EventTypeWarning, res.Reason, "%s", failureMessage(&res))
 	}
 }
 
@@ -401,6 +402,37 @@ func hasContainer(pod *corev1.Pod, name string) bool {
 		}
 	}
 	return false
+}
+
+// failureMessage is the message of a failed hook with the start of its output tail: for the
+// run's message and events (the whole tail is in the result's output).
+func failureMessage(res *storagev1.HookResult) string {
+	return res.Message + tailNote(storagekit.Truncate(res.Output, 512))
+}
+
+// maxHookResults is status.activeRun.hooks.results' maxItems: a status beyond it would be
+// refused by the API server on every write.
+const maxHookResults = 64
+
+// boundedResults keeps at most maxHookResults results: when hooks ran in more pods than that,
+// the successful results are dropped first (oldest first), so that every failure stays.
+func boundedResults(results []storagev1.HookResult) []storagev1.HookResult {
+	over := len(results) - maxHookResults
+	if over <= 0 {
+		return results
+	}
+	kept := make([]storagev1.HookResult, 0, maxHookResults)
+	for _, res := range results {
+		if over > 0 && res.Reason == "" {
+			over--
+			continue
+		}
+		kept = append(kept, res)
+	}
+	if len(kept) > maxHookResults {
+		kept = kept[:maxHookResults]
+	}
+	return kept
 }
 
 // tailNote is the output tail for a message, quoted; nothing when there is none.
@@ -441,14 +473,15 @@ func (w *tailWriter) String() string {
 	return strings.ToValidUTF8(string(b), "?")
 }
 
-// withoutOutput is results without their output tails (older history entries).
+// withoutOutput is results without their output tails and messages (older history entries):
+// ten runs of 64 results each stay small; the reason, exit code and pod remain.
 func withoutOutput(results []storagev1.HookResult) []storagev1.HookResult {
 	if len(results) == 0 {
 		return results
 	}
 	out := make([]storagev1.HookResult, len(results))
 	for i, r := range results {
-		r.Output = ""
+		r.Output, r.Message = "", ""
 		out[i] = r
 	}
 	return out
