@@ -272,7 +272,17 @@ func (s *Store) List(ctx context.Context, prefix string) ([]ObjectInfo, error) {
 
 // IsNotFound reports a missing key.
 func IsNotFound(err error) bool {
-	return err != nil && minio.ToErrorResponse(err).Code == minio.NoSuchKey
+	return err != nil && errorResponse(err).Code == minio.NoSuchKey
+}
+
+// errorResponse is the S3 error response err is or wraps (minio.ToErrorResponse sees only an
+// unwrapped one: a caller that adds context, "list backups: %w", would hide the code).
+func errorResponse(err error) minio.ErrorResponse {
+	var res minio.ErrorResponse
+	if errors.As(err, &res) {
+		return res
+	}
+	return minio.ErrorResponse{}
 }
 
 // IsNetworkError reports an error of the connection to S3 (refused, reset, timed out) rather
@@ -286,7 +296,7 @@ func IsNetworkError(err error) bool {
 
 // IsNoSuchBucket reports a missing bucket.
 func IsNoSuchBucket(err error) bool {
-	return err != nil && minio.ToErrorResponse(err).Code == minio.NoSuchBucket
+	return err != nil && errorResponse(err).Code == minio.NoSuchBucket
 }
 
 // IsAccessDenied reports credentials the server refused.
@@ -294,7 +304,7 @@ func IsAccessDenied(err error) bool {
 	if err == nil {
 		return false
 	}
-	switch minio.ToErrorResponse(err).Code {
+	switch errorResponse(err).Code {
 	case minio.AccessDenied, minio.InvalidAccessKeyID, minio.SignatureDoesNotMatch:
 		return true
 	}

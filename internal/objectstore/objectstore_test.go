@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/pem"
+	"fmt"
 	"io"
 	"log"
 	"math/rand/v2"
@@ -136,6 +137,18 @@ func TestErrorsAreClassified(t *testing.T) {
 			return err
 		}, IsAccessDenied},
 		{"unknown access key", func() error { _, err := open("bucket", "nobody", wrongSecret).List(ctx, ""); return err }, IsAccessDenied},
+		// Callers add context to the errors they return (storagekit.ReadCatalog: "list backups: %w");
+		// the classes must see through it (a BackupCatalog whose keys could not list said
+		// EndpointUnreachable instead of CredentialsRejected).
+		{"wrong secret key, wrapped", func() error {
+			_, err := open("bucket", m.AccessKey, wrongSecret).ListDirs(ctx, "")
+			return fmt.Errorf("list backups: %w", err)
+		}, IsAccessDenied},
+		{"missing bucket, wrapped", func() error {
+			_, err := noBucket.ListTop(ctx, "")
+			return fmt.Errorf("list backups: %w", err)
+		}, IsNoSuchBucket},
+		{"missing key, wrapped", func() error { _, err := s.Get(ctx, "missing"); return fmt.Errorf("read manifest: %w", err) }, IsNotFound},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.call()
