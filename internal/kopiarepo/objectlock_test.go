@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -221,4 +223,22 @@ func TestPointInTimeRestoresALockedRepositoryAfterEveryKeyWasDeletedOrOverwritte
 		t.Fatalf("restore as of before the attack: %v", err)
 	}
 	assertSameTree(t, src, dst)
+
+	// The stock CLI does the same with --point-in-time (the procedure docs/backup-restore.md gives).
+	home := t.TempDir()
+	kopia := func(args ...string) {
+		t.Helper()
+		cmd := exec.Command(kopiaCLI(t), append(args, "--config-file="+filepath.Join(home, "repository.config"))...)
+		cmd.Env = append(os.Environ(), "HOME="+home, "KOPIA_LOG_DIR="+filepath.Join(home, "logs"), "KOPIA_CHECK_FOR_UPDATES=false")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("kopia %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+	kopia("repository", "connect", "s3", "--bucket="+cfg.Bucket, "--endpoint="+cfg.Endpoint, "--disable-tls",
+		"--prefix=volumes/db/", "--access-key="+cfg.AccessKey, "--secret-access-key="+cfg.SecretKey,
+		"--password="+testPassword, "--cache-directory="+filepath.Join(home, "cache"),
+		"--point-in-time="+beforeAttack.UTC().Format(time.RFC3339Nano))
+	byCLI := filepath.Join(t.TempDir(), "cli")
+	kopia("snapshot", "restore", snap.ID, byCLI)
+	assertSameTree(t, src, byCLI)
 }

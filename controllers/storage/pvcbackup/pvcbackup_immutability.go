@@ -48,7 +48,7 @@ func (r *PVCBackupReconciler) checkImmutability(ctx context.Context, s *scope, s
 // and what to do.
 func bucketNotLockable(pb *storagev1.PVCBackup) string {
 	return fmt.Sprintf("spec.kopia.immutability asks for %s object lock for %d days, and bucket %q at %s has no object lock: "+
-		"S3 turns it on when a bucket is created (aws s3api create-bucket --object-lock-enabled-for-bucket, mc mb --with-lock); "+
+		"a bucket gets it when it is created with object lock (aws s3api create-bucket --object-lock-enabled-for-bucket, mc mb --with-lock); "+
 		"create a bucket with object lock and set spec.s3Bucket to it, or remove spec.kopia.immutability. No backup runs until then",
 		pb.Spec.Kopia.Immutability.Mode, pb.Spec.Kopia.Immutability.Days, pb.Spec.S3Bucket, pb.Spec.S3.Endpoint)
 }

@@ -110,8 +110,8 @@ func openRepo(ctx context.Context, cfg objectstore.Config, opts Options, forRead
 		return nil, false, mover.Fail(mover.ReasonRepositoryPasswordWrong, "the repository password does not open the kopia repository at %s: "+
 			"the credentials Secret holds another password than the repository's; the repository was not changed", opts.Prefix)
 	case errors.Is(err, kopiarepo.ErrBucketNotLockable):
-		return nil, false, mover.Fail(mover.ReasonBucketNotLockable, "the bucket %s refused an object locked %v: it was created without object lock, "+
-			"which S3 turns on only when a bucket is created; nothing was written at %s", cfg.Bucket, opts.Retention, opts.Prefix)
+		return nil, false, mover.Fail(mover.ReasonBucketNotLockable, "the bucket %s refused an object locked %v: it has no object lock "+
+			"(a bucket gets it when it is created with object lock); nothing was written at %s (%v)", cfg.Bucket, opts.Retention, opts.Prefix, err)
 	case errors.Is(err, kopiarepo.ErrNotARepository):
 		return nil, false, mover.Fail(mover.ReasonNotARepository, "%s holds objects that are not a kopia repository: the operator neither uses nor overwrites them", opts.Prefix)
 	case errors.Is(err, kopiarepo.ErrNoRepository):
@@ -123,8 +123,9 @@ func openRepo(ctx context.Context, cfg objectstore.Config, opts Options, forRead
 }
 
 // checkRetention fails a backup into a repository whose object lock retention is not the one
-// opts asks for: kopia keeps a repository's retention for its life, so the backup would not
-// have the protection asked for (or would lock more than asked). Nothing is changed.
+// opts asks for: the backup would not have the protection asked for (or would lock more than
+// asked). The mover never changes a repository's retention (kopia could, for the blobs written
+// from then on): nothing is changed.
 func checkRetention(ctx context.Context, r *kopiarepo.Repo, opts Options) (kopiarepo.Retention, error) {
 	has, err := r.Retention(ctx)
 	if err != nil {
@@ -132,7 +133,7 @@ func checkRetention(ctx context.Context, r *kopiarepo.Repo, opts Options) (kopia
 	}
 	if opts.Retention.Enabled() && has != opts.Retention {
 		return has, mover.Fail(mover.ReasonImmutabilityMismatch, "the kopia repository at %s was created with %v, the backup asks for %v; "+
-			"kopia cannot change the retention of a repository, so the repository was not changed and no backup was made", opts.Prefix, has, opts.Retention)
+			"the operator does not change a repository's retention: the repository was not changed and no backup was made", opts.Prefix, has, opts.Retention)
 	}
 	return has, nil
 }
