@@ -131,7 +131,8 @@ docker-push: ## Push the manager image.
 bundle: manifests kustomize ## Generate the OLM bundle (bundle/, bundle.Dockerfile) and validate it.
 	cd hack/bundle && go run . --root ../.. --version $(VERSION) --image $(IMG) --created-at $(BUNDLE_CREATED_AT) \
 		--channels $(CHANNELS) --default-channel $(DEFAULT_CHANNEL) \
-		--replaces okgoes-operator.v$(PREVIOUS_VERSION) --skip-range ">=$(FIRST_VERSION) <$(VERSION)"
+		--replaces okgoes-operator.v$(PREVIOUS_VERSION) --skip-range ">=$(FIRST_VERSION) <$(VERSION)" \
+		--digests releases/digests.yaml $(if $(MANAGER_DIGEST),--manager-digest $(MANAGER_DIGEST))
 	cd hack/bundle && go test ./... -count=1
 
 .PHONY: bundle-validate
@@ -139,8 +140,18 @@ bundle-validate: operator-sdk ## Validate bundle/ with the real operator-sdk and
 	@out=$$($(OPERATOR_SDK) bundle validate ./bundle --select-optional suite=operatorframework 2>&1) || { echo "$$out" >&2; exit 1; }; \
 	echo "$$out"; if grep -qE 'level=(warning|error)' <<<"$$out"; then echo "bundle-validate: warnings above" >&2; exit 1; fi
 
+# make bundle names the operator image by digest (containerImage, the manager, RELATED_IMAGE_MOVER,
+# relatedImages) when releases/digests.yaml lists VERSION or MANAGER_DIGEST gives it; else by the
+# tag IMG. make release builds the image of VERSION (manager and mover) reproducibly from its
+# release commit, which RELEASE_REFS in hack/images/build.sh must name (VERSION=<commit>), and pins
+# it; then make release-digests records it (docs/install.md, "Images by digest").
+MANAGER_DIGEST ?=
+
 .PHONY: release
-release: bundle ## Keep the bundle of VERSION in releases/VERSION (the input of make catalog); never edited afterwards.
+release: ## Keep the bundle of VERSION, its operator image pinned by digest, in releases/VERSION (the input of make catalog); never edited afterwards.
+	hack/images/build.sh releases
+	@test -s bin/images/operator-v$(VERSION).ref || { echo "release: no operator image of $(VERSION): add $(VERSION)=<release commit> to RELEASE_REFS in hack/images/build.sh" >&2; exit 1; }
+	$(MAKE) bundle MANAGER_DIGEST=$$(cat bin/images/operator-v$(VERSION).ref)
 	@if [ -d releases/$(VERSION) ] && ! diff -r bundle releases/$(VERSION) >/dev/null; then \
 		echo "releases/$(VERSION) exists and differs from bundle/: a released bundle is never changed"; exit 1; fi
 	mkdir -p releases/$(VERSION) && cp -r bundle/manifests bundle/metadata bundle/tests releases/$(VERSION)/

@@ -17,7 +17,7 @@ import (
 // committed is what the committed bundle was made with (the release parameters the Makefile
 // passed), read back from its CSV.
 var committed = func() options {
-	o := options{root: "../..", channels: "stable", defaultChannel: "stable"}
+	o := options{root: "../..", channels: "stable", defaultChannel: "stable", digests: "releases/digests.yaml"}
 	data, err := os.ReadFile(filepath.Join(o.root, "bundle", "manifests", packageName+".clusterserviceversion.yaml"))
 	if err != nil {
 		panic(err)
@@ -28,7 +28,12 @@ var committed = func() options {
 	}
 	o.version = csv.Spec.Version.String()
 	o.replaces = csv.Spec.Replaces
-	o.image = csv.Annotations["containerImage"]
+	// IMG, the operator image by tag (make bundle pins it by digest once releases/digests.yaml
+	// lists the version).
+	o.image = imageRepository(csv.Annotations["containerImage"]) + ":v" + o.version
+	if image := csv.Annotations["containerImage"]; digestRef.MatchString(image) {
+		o.managerDigest = image // make release's MANAGER_DIGEST
+	}
 	o.createdAt = csv.Annotations["createdAt"]
 	o.skipRange = csv.Annotations["olm.skipRange"]
 	return o
@@ -112,8 +117,8 @@ func TestImagesMatchTheVersion(t *testing.T) {
 		}
 		name := filepath.Base(filepath.Dir(dir)) + " (" + csv.Name + ")"
 		image := csv.Annotations["containerImage"]
-		if !strings.HasSuffix(image, ":v"+csv.Spec.Version.String()) {
-			t.Errorf("%s: containerImage %q is not tagged v%s", name, image, csv.Spec.Version)
+		if !strings.HasSuffix(image, ":v"+csv.Spec.Version.String()) && !digestRef.MatchString(image) {
+			t.Errorf("%s: containerImage %q is neither tagged v%s nor by digest", name, image, csv.Spec.Version)
 		}
 		related := map[string]bool{}
 		for _, r := range csv.Spec.RelatedImages {

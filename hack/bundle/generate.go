@@ -26,6 +26,9 @@ const packageName = "okgoes-operator"
 
 type options struct {
 	root, version, image, replaces, skipRange, createdAt, channels, defaultChannel string
+	// digests is releases/digests.yaml (relative to root); managerDigest a
+	// <repository>@sha256:<hex> reference. Either pins the operator image by digest (digests.go).
+	digests, managerDigest string
 }
 
 // file is one output file, relative to the repository root.
@@ -106,7 +109,11 @@ func generate(o options) ([]file, error) {
 
 	// Install strategy: the Deployment, and the rules of the roles bound to its ServiceAccount.
 	dep := deployments[0]
-	if err := setOperatorImage(dep, o.image); err != nil {
+	operatorImage, err := pinnedOperatorImage(o)
+	if err != nil {
+		return nil, err
+	}
+	if err := setOperatorImage(dep, operatorImage); err != nil {
 		return nil, err
 	}
 	sa := dep.Spec.Template.Spec.ServiceAccountName
@@ -142,7 +149,7 @@ func generate(o options) ([]file, error) {
 		return nil, err
 	}
 	csv.Spec.Replaces = o.replaces
-	csv.Annotations["containerImage"] = o.image
+	csv.Annotations["containerImage"] = operatorImage
 	csv.Annotations["createdAt"] = o.createdAt
 	csv.Annotations["operators.operatorframework.io/builder"] = "okgoes-bundle-generator"
 	csv.Annotations["operators.operatorframework.io/project_layout"] = "go.kubebuilder.io/v4"
@@ -169,8 +176,8 @@ func generate(o options) ([]file, error) {
 	}
 	csv.Spec.WebhookDefinitions = conversionWebhooks(crds, dep.Name)
 	csv.Spec.RelatedImages = []operatorsv1alpha1.RelatedImage{
-		{Name: "okgoes-operator", Image: o.image},
-		{Name: "redis", Image: "docker.io/library/redis:7.4-alpine"},
+		{Name: "okgoes-operator", Image: operatorImage},
+		{Name: "redis", Image: defaultRedisImage},
 	}
 
 	var files []file

@@ -28,6 +28,8 @@ func main() {
 	flag.StringVar(&o.createdAt, "created-at", "", "RFC3339 createdAt, pinned per version")
 	flag.StringVar(&o.channels, "channels", "stable", "channels")
 	flag.StringVar(&o.defaultChannel, "default-channel", "stable", "default channel")
+	flag.StringVar(&o.digests, "digests", "", "releases/digests.yaml (relative to --root unless absolute): pins the operator image of --version by digest when it lists that version")
+	flag.StringVar(&o.managerDigest, "manager-digest", "", "the operator image by digest (<repository>@sha256:<hex>), as hack/images/build.sh releases built it; overrides --digests")
 	flag.Parse()
 	if err := write(o); err != nil {
 		fmt.Fprintln(os.Stderr, "bundle:", err)

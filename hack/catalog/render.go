@@ -329,8 +329,9 @@ func renderBundle(ctx context.Context, r release, o options) (declcfg.Bundle, er
 	b.Properties = append(append(others, property.MustBuildCSVMetadata(csv)), objects...)
 	if pinned {
 		// The manager image by digest: what a mirror copies (oc-mirror, opm's relatedImages).
+		// Releases from 0.5.0 on name it by that digest already (make release pins it).
 		tag := repository(pins.Manager) + ":v" + r.version.String()
-		i := slices.IndexFunc(b.RelatedImages, func(ri declcfg.RelatedImage) bool { return ri.Image == tag })
+		i := slices.IndexFunc(b.RelatedImages, func(ri declcfg.RelatedImage) bool { return ri.Image == tag || ri.Image == pins.Manager })
 		if i < 0 {
 			return declcfg.Bundle{}, fmt.Errorf("render %s: the manager pin %s: the CSV's relatedImages have no %s", r.dir, pins.Manager, tag)
 		}

@@ -235,7 +235,8 @@ build() {
 	echo "images: built $name ($(du -h "$dest" | cut -f1)) in $((SECONDS - start))s" >&2
 }
 
-# RELEASE_REFS names the commit each release's manager is built from: the commit whose RBAC
+# RELEASE_REFS names the commit each release's manager is built from (add <version>=<commit> when
+# cutting a release: make release builds and pins it): the commit whose RBAC
 # markers produced that release's CSV (test/upgrade builds 0.1.0 and 0.3.0 from the same commits).
 # Running a newer manager under an older release's CSV is not what users get, and it fails as soon
 # as the manager needs a permission the old CSV lacks (its caches never sync).
@@ -247,8 +248,8 @@ RELEASE_REFS=${RELEASE_REFS:-0.1.0=682e361 0.2.0=bc21237 0.3.0=17c8836 0.4.0=df0
 # directory), no VCS stamp, no cgo, no GOFLAGS from the environment. The archive itself is
 # reproducible (ociimage: fixed mtimes and owners, sorted entries).
 release_build() {
-	local src=$1 bin=$2
-	(cd "$src" && CGO_ENABLED=0 GOOS=linux GOARCH=amd64 GOFLAGS= go build -trimpath -buildvcs=false -o "$bin" .)
+	local src=$1 bin=$2 pkg=${3:-.}
+	(cd "$src" && CGO_ENABLED=0 GOOS=linux GOARCH=amd64 GOFLAGS= go build -trimpath -buildvcs=false -o "$bin" "$pkg")
 }
 release_recipe() { echo "trimpath,buildvcs=false,$(go env GOVERSION)"; }
 
@@ -268,9 +269,17 @@ release_images() {
 		src=$(mktemp -d)
 		git -C "$root" archive "$ref" | tar -x -C "$src"
 		release_build "$src" "$out/manager-v$v"
+		# From 0.5.0 the mover Jobs run /mover (cmd/mover) of the operator image (RELATED_IMAGE_MOVER),
+		# as the Dockerfile lays it out; before, they ran /manager mover, and the images of those
+		# releases (and so their digests) hold /manager alone.
+		local -a files=(-file "/manager=$out/manager-v$v")
+		if [ -d "$src/cmd/mover" ]; then
+			release_build "$src" "$out/mover-v$v" ./cmd/mover
+			files+=(-file "/mover=$out/mover-v$v")
+		fi
 		rm -rf "$src"
 		line=$(ociimage -ref "$RELEASE_IMAGE_BASE:v$v" -o "$dest" -user 65532:65532 \
-			-file "/manager=$out/manager-v$v" -dir /tmp=1777 -entrypoint /manager)
+			"${files[@]}" -dir /tmp=1777 -entrypoint /manager)
 		echo "$line"
 		echo "$RELEASE_IMAGE_BASE@${line##* }" >"$out/operator-v$v.ref"
 		echo "$stamp" >"$out/operator-v$v.ref-commit"
