@@ -50,6 +50,10 @@ manifests: controller-gen ## Generate CRDs and RBAC from the kubebuilder markers
 generate: controller-gen ## Generate DeepCopy methods.
 	$(CONTROLLER_GEN) object:headerFile="hack/boilerplate.go.txt" paths="./api/..."
 
+.PHONY: dashboard
+dashboard: ## Generate the Grafana dashboard config/grafana/okgoes-operator.json (hack/tools/dashboard, Grafana Foundation SDK).
+	cd hack/tools/dashboard && $(GO_ENV) go run . -out ../../../config/grafana/okgoes-operator.json
+
 .PHONY: fmt
 fmt: ## Run go fmt.
 	go fmt ./...
@@ -59,7 +63,7 @@ vet: ## Run go vet.
 	$(GO_ENV) go vet ./...
 
 .PHONY: verify-generated
-verify-generated: controller-gen ## Fail when `make generate manifests` would change the generated files.
+verify-generated: controller-gen ## Fail when `make generate manifests dashboard` would change the generated files.
 	hack/verify-generated.sh
 
 .PHONY: verify-module-versions

@@ -25,9 +25,10 @@ func readManifest(t *testing.T, path string) *unstructured.Unstructured {
 }
 
 // TestBundleShipsTheMonitoring: the bundle holds the PrometheusRule whose rules promtool tests
-// (config/prometheus/alerts.yaml, TestAlertRules), and a ServiceMonitor that scrapes the bundle's
+// (config/prometheus/alerts.yaml, TestAlertRules), a ServiceMonitor that scrapes the bundle's
 // metrics Service (its selector matches the Service's labels, its port is the Service's) keeping
-// the operator's labels (honorLabels, which the alerts and the dashboard read).
+// the operator's labels (honorLabels, which the alerts and the dashboard read), and the Grafana
+// dashboard (config/grafana) in a ConfigMap the Grafana sidecar picks up.
 func TestBundleShipsTheMonitoring(t *testing.T) {
 	rule := readManifest(t, "bundle/manifests/okgoes-operator-controller-manager-alerts_monitoring.coreos.com_v1_prometheusrule.yaml")
 	tested := readManifest(t, "config/prometheus/alerts.yaml")
@@ -57,5 +58,17 @@ func TestBundleShipsTheMonitoring(t *testing.T) {
 	}
 	if ep["honorLabels"] != true {
 		t.Error("the ServiceMonitor does not honor the operator's labels (namespace, name, pod of the objects)")
+	}
+
+	dashboard := readManifest(t, "bundle/manifests/okgoes-operator-dashboard_v1_configmap.yaml")
+	if dashboard.GetLabels()["grafana_dashboard"] != "1" {
+		t.Errorf("the dashboard ConfigMap's labels %v lack grafana_dashboard: \"1\" (the Grafana sidecar's)", dashboard.GetLabels())
+	}
+	json, err := os.ReadFile(filepath.Join(committed.root, "config/grafana/okgoes-operator.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _, _ := unstructured.NestedString(dashboard.Object, "data", "okgoes-operator.json"); got != string(json) {
+		t.Error("the bundle's dashboard is not config/grafana/okgoes-operator.json: run make bundle")
 	}
 }
