@@ -9,6 +9,7 @@ import (
 
 	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/ptr"
@@ -414,5 +415,30 @@ func TestAFailingAfterHookFailsARunWhoseBackupWasWritten(t *testing.T) {
 	}
 	if !w.Exists(run.ObjectKey) {
 		t.Errorf("the written backup %s is gone", run.ObjectKey)
+	}
+	if ids := storagetest.BackupIDs(pb.Status.Backups); len(ids) != 1 || ids[0] != run.ID {
+		t.Errorf("status.backups %v: want the written backup %s listed as restorable", ids, run.ID)
+	}
+}
+
+// A PVCBackup deleted between its run's before- and after-hooks still thaws its application:
+// its finalizer holds it until the after-hooks ran.
+func TestDeletingAPVCBackupMidRunRunsItsAfterHooks(t *testing.T) {
+	w := newHookWorld(t)
+	pb := w.Backup("app", "@hourly")
+	pb.Spec.Hooks = &storagev1.BackupHooks{Before: []storagev1.BackupHook{logHook("freeze")}, After: []storagev1.BackupHook{logHook("thaw")}}
+	w.startRun(pb)
+	if !storagetest.ControllerutilContains(pb, hooksFinalizer) || len(w.Jobs()) != 1 {
+		t.Fatalf("finalizers %v, %d Jobs", pb.Finalizers, len(w.Jobs()))
+	}
+	w.Must(k8s.Delete(testCtx, pb))
+	if _, err := w.r.Reconcile(testCtx, storagetest.ReqFor(pb)); err != nil {
+		t.Fatal(err)
+	}
+	if got := w.log(); got != "freeze, thaw" {
+		t.Errorf("log %q: want the thaw of the deleted PVCBackup's run", got)
+	}
+	if err := k8s.Get(testCtx, client.ObjectKeyFromObject(pb), pb); !apierrors.IsNotFound(err) {
+		t.Errorf("the PVCBackup is still there: %v, finalizers %v", err, pb.Finalizers)
 	}
 }

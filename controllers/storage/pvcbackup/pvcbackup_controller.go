@@ -33,8 +33,11 @@ import (
 
 const (
 	// finalizer guards the S3 objects of a PVCBackup with deletionPolicy Delete.
-	finalizer    = "storage.okgoes.com/delete-backups"
-	historyLimit = 10
+	finalizer = "storage.okgoes.com/delete-backups"
+	// hooksFinalizer keeps a PVCBackup with hooks until the after-hooks its active run owes
+	// have run (pvcbackup_hooks.go).
+	hooksFinalizer = "storage.okgoes.com/after-hooks"
+	historyLimit   = 10
 )
 
 // PVCBackupReconciler reconciles PVCBackup objects.
@@ -142,7 +145,8 @@ func (r *PVCBackupReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 
 	if !pb.DeletionTimestamp.IsZero() {
 		err := r.reconcileDelete(ctx, s)
-		if _, perr := r.patchStatus(ctx, base, pb); perr != nil && err == nil {
+		// Once the last finalizer is removed the PVCBackup is gone: its status with it.
+		if _, perr := r.patchStatus(ctx, base, pb); perr != nil && err == nil && !apierrors.IsNotFound(perr) {
 			err = perr
 		}
 		return ctrl.Result{}, err

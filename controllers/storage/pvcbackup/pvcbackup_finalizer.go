@@ -15,18 +15,29 @@ import (
 	"github.com/okgoes/okgoes-operator/internal/objectstore"
 )
 
-// reconcileFinalizer keeps the finalizer exactly when deletionPolicy is Delete: with Retain
-// there is nothing to clean up, and a finalizer would only risk a stuck object.
+// reconcileFinalizer keeps each finalizer exactly when it is needed: finalizer when
+// deletionPolicy is Delete (with Retain there is nothing to clean up in S3, and a finalizer would
+// only risk a stuck object), hooksFinalizer while runs have hooks or the active run owes its
+// after-hooks (a deleted PVCBackup still thaws its application).
 func (r *PVCBackupReconciler) reconcileFinalizer(ctx context.Context, pb *storagev1.PVCBackup) error {
-	want := pb.Spec.DeletionPolicy == storagev1.DeletionDelete
-	if want == controllerutil.ContainsFinalizer(pb, finalizer) {
+	want := map[string]bool{
+		finalizer:      pb.Spec.DeletionPolicy == storagev1.DeletionDelete,
+		hooksFinalizer: hasHooks(pb) || afterHooksDue(pb.Status.ActiveRun),
+	}
+	changed := false
+	for f, w := range want {
+		changed = changed || w != controllerutil.ContainsFinalizer(pb, f)
+	}
+	if !changed {
 		return nil
 	}
 	patch := client.MergeFrom(pb.DeepCopy())
-	if want {
-		controllerutil.AddFinalizer(pb, finalizer)
-	} else {
-		controllerutil.RemoveFinalizer(pb, finalizer)
+	for f, w := range want {
+		if w {
+			controllerutil.AddFinalizer(pb, f)
+		} else {
+			controllerutil.RemoveFinalizer(pb, f)
+		}
 	}
 	if err := r.Patch(ctx, pb, patch); err != nil {
 		return err
@@ -35,22 +46,33 @@ func (r *PVCBackupReconciler) reconcileFinalizer(ctx context.Context, pb *storag
 	return nil
 }
 
-// reconcileDelete removes every object of the PVCBackup from S3, then the finalizer. It is
-// idempotent (objects already gone are success) and does not hold the PVCBackup forever when
-// the bucket itself is gone. A failure is returned for backoff and shown as DeletionFailed.
+// reconcileDelete runs the after-hooks the active run owes (hooksFinalizer), removes every
+// object of the PVCBackup from S3 (finalizer), then the finalizers. It is idempotent (objects
+// already gone are success) and does not hold the PVCBackup forever when the bucket itself is
+// gone. A failure is returned for backoff and shown as DeletionFailed.
 func (r *PVCBackupReconciler) reconcileDelete(ctx context.Context, s *scope) error {
 	pb := s.backup
-	if !controllerutil.ContainsFinalizer(pb, finalizer) {
+	hooks, backups := controllerutil.ContainsFinalizer(pb, hooksFinalizer), controllerutil.ContainsFinalizer(pb, finalizer)
+	if !hooks && !backups {
 		return nil
 	}
-	err := r.deleteBackups(ctx, s)
-	if err != nil {
-		meta.SetStatusCondition(&pb.Status.Conditions, metav1.Condition{Type: storagev1.ConditionDeletionFailed,
-			Status: metav1.ConditionTrue, Reason: ReasonDeletionFailed, Message: err.Error(), ObservedGeneration: pb.Generation})
-		return err
+	if hooks && afterHooksDue(pb.Status.ActiveRun) {
+		// The run ends with the PVCBackup; its application is thawed first. A failed thaw is
+		// in the events; it does not hold the PVCBackup.
+		if _, err := r.reconcileAfterHooks(ctx, s); err != nil {
+			return err
+		}
+	}
+	if backups {
+		if err := r.deleteBackups(ctx, s); err != nil {
+			meta.SetStatusCondition(&pb.Status.Conditions, metav1.Condition{Type: storagev1.ConditionDeletionFailed,
+				Status: metav1.ConditionTrue, Reason: ReasonDeletionFailed, Message: err.Error(), ObservedGeneration: pb.Generation})
+			return err
+		}
 	}
 	patch := client.MergeFrom(pb.DeepCopy())
 	controllerutil.RemoveFinalizer(pb, finalizer)
+	controllerutil.RemoveFinalizer(pb, hooksFinalizer)
 	return client.IgnoreNotFound(r.Patch(ctx, pb, patch))
 }
 
