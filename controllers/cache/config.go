@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	cachev1beta1 "github.com/okgoes/okgoes-operator/api/cache/v1beta1"
+	"github.com/okgoes/okgoes-operator/internal/schedule"
 )
 
 // redisConfKey is the ConfigMap key (and file name in the pod) of the rendered configuration.
@@ -108,6 +109,11 @@ func validateSpec(spec cachev1beta1.RedisCacheSpec) error {
 					"lower maxMemory to at most half the size, or move to a new RedisCache with a larger persistence.size (fixed at creation)",
 					p.Size.String(), m.MaxMemory.String())
 			}
+		}
+	}
+	if b := spec.Backup; b != nil {
+		if err := schedule.Validate(b.Schedule, ""); err != nil {
+			return fmt.Errorf("spec.backup.schedule: %w", err)
 		}
 	}
 	return nil

@@ -235,6 +235,9 @@ func mutatePodTemplate(tpl *corev1.PodTemplateSpec, rc *cachev1beta1.RedisCache,
 		i = len(pod.Containers) - 1
 	}
 	mutateRedisContainer(&pod.Containers[i], rc)
+	if p := rc.Spec.Persistence; p != nil && p.AppendOnly && rc.Spec.RestoreFrom != nil {
+		pod.InitContainers = []corev1.Container{restoreAOFInitContainer(&pod.Containers[i])}
+	}
 }
 
 func mutateRedisContainer(c *corev1.Container, rc *cachev1beta1.RedisCache) {

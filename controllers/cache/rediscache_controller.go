@@ -86,6 +86,7 @@ type scope struct {
 // +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=storage.okgoes.com,resources=pvcbackups;pvcrestores,verbs=get;list;watch;create;update;patch;delete
 
 // Reconcile drives the children of one RedisCache to their desired state and records what it
 // observed in the status, written once at the end.
@@ -108,11 +109,13 @@ func (r *RedisCacheReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 		r.reconcileAuth,
 		r.reconcileConfigMap,
 		r.reconcileDeployment,
+		r.reconcileRestore,
 		r.reconcileStatefulSet,
 		r.reconcileService,
 		r.reconcileReplicasService,
 		r.reconcilePDB,
 		r.reconcileReplication,
+		r.reconcileBackup,
 	)
 	rc.Status = computeStatus(rc, s.obs)
 

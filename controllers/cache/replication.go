@@ -91,6 +91,10 @@ type RedisAdmin interface {
 	EnsureMinReplicas(ctx context.Context, addr, password string, m redisadmin.MinReplicas) (bool, error)
 	// KillClients disconnects the clients of the server at addr (not its replication links).
 	KillClients(ctx context.Context, addr, password string) error
+	// Persistence returns INFO persistence of the server at addr (backups).
+	Persistence(ctx context.Context, addr, password string) (redisadmin.Persistence, error)
+	// BGSave starts an RDB snapshot on the server at addr (backups).
+	BGSave(ctx context.Context, addr, password string) error
 }
 
 // PodAddress is where the operator and the other Redis servers reach the Redis of pod.
@@ -282,6 +286,10 @@ type replicationObservation struct {
 	// recheck > 0: look again after it although the replication is as decided (a former
 	// primary not seen demoted yet).
 	recheck time.Duration
+	// members and elected are the pods as this reconcile saw them and the primary it kept or
+	// promoted (nil when none): the backup phase picks the pod to save from them.
+	members []*member
+	elected *member
 }
 
 // reconcileReplication elects or keeps the primary, fails over, and points every other pod at
@@ -301,7 +309,7 @@ func (r *RedisCacheReconciler) reconcileReplication(ctx context.Context, s *scop
 		previous = st.Primary
 	}
 	e := decidePrimary(members, previous, desiredReplicas(s.cache), since, now, failoverAfter(s.cache), s.cache.Spec.Persistence != nil)
-	obs := &replicationObservation{reason: e.reason, message: e.message, wait: e.wait, lag: map[string]int64{}, servers: map[string]*redisadmin.Info{}}
+	obs := &replicationObservation{reason: e.reason, message: e.message, wait: e.wait, lag: map[string]int64{}, servers: map[string]*redisadmin.Info{}, members: members}
 	s.obs.replication = obs
 	for _, m := range members {
 		if m.info != nil {
@@ -334,7 +342,7 @@ func (r *RedisCacheReconciler) reconcileReplication(ctx context.Context, s *scop
 	}
 	p := e.primary
 	obs.failover = promotionOf(p.pod)
-	obs.primary, obs.available = p.pod.Name, true
+	obs.primary, obs.available, obs.elected = p.pod.Name, true, p
 	obs.reason, obs.message = ReasonPrimaryElected, fmt.Sprintf("%s is the primary", p.pod.Name)
 	if e.planned && !e.promote {
 		obs.reason, obs.message = ReasonNoCandidate, e.message+"; no remaining replica is ready to take over"

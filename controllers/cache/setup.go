@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	cachev1beta1 "github.com/okgoes/okgoes-operator/api/cache/v1beta1"
+	storagev1 "github.com/okgoes/okgoes-operator/api/storage/v1"
 	"github.com/okgoes/okgoes-operator/internal/flowcontrol"
 )
 
@@ -60,6 +61,10 @@ func (r *RedisCacheReconciler) SetupWithManager(mgr ctrl.Manager, opts Options) 
 		// A primary that stops (or starts again) answering the operator's PING (see primaryProbe).
 		WatchesRawSource(source.Channel(r.probe.events, handler.EnqueueRequestsFromMapFunc(replicationPodToCache))).
 		Owns(&policyv1.PodDisruptionBudget{}, builder.WithPredicates(drift)).
+		// spec.backup and spec.restoreFrom: the runs of the PVCBackup and the PVCRestore show in
+		// their status.
+		Owns(&storagev1.PVCBackup{}).
+		Owns(&storagev1.PVCRestore{}).
 		// ConfigMaps and Services have no metadata.generation: compare their content instead.
 		Owns(&corev1.ConfigMap{}, builder.WithPredicates(predicate.Or(drift, contentChanged(func(cm *corev1.ConfigMap) any {
 			return []any{cm.Data, cm.BinaryData}
@@ -120,6 +125,8 @@ func CachedObjects() map[client.Object]cache.ByObject {
 		&appsv1.Deployment{}:            ours,
 		&appsv1.StatefulSet{}:           ours,
 		&policyv1.PodDisruptionBudget{}: ours,
+		// Not PVCBackup and PVCRestore: the storage controllers share the informer and need
+		// every one of them, not only those a RedisCache owns.
 	}
 }
 

@@ -64,6 +64,10 @@ type observation struct {
 	configHash string
 	// err is the classified error that stopped the phases, nil when all of them ran.
 	err error
+	// restore is what reconcileRestore saw (spec.restoreFrom), nil when it did nothing.
+	restore *restoreProgress
+	// backupRequeue > 0: look again after it for spec.backup (the next tick, a save under way).
+	backupRequeue time.Duration
 }
 
 // computeStatus is the one place the status of a RedisCache is decided. It returns the status
@@ -77,6 +81,22 @@ func computeStatus(rc *cachev1beta1.RedisCache, obs observation) cachev1beta1.Re
 		})
 	}
 
+	if r := obs.restore; r != nil {
+		set(cachev1beta1.ConditionRestoring, metav1.ConditionStatus(r.status), r.reason, r.message)
+	}
+	switch v := errclass.Of(obs.err); v.Class {
+	case errclass.ClassWaiting, errclass.ClassStalled:
+		if v.Reason != ReasonRestoring {
+			break
+		}
+		// The restore runs: nothing is wrong, the StatefulSet waits for it.
+		set(cachev1beta1.ConditionReady, metav1.ConditionFalse, v.Reason, v.Message)
+		set(cachev1beta1.ConditionProgressing, metav1.ConditionTrue, v.Reason, v.Message)
+		set(cachev1beta1.ConditionDegraded, metav1.ConditionFalse, ReasonAsExpected, "")
+		st.Phase = cachev1beta1.PhaseProgressing
+		st.ObservedGeneration = gen
+		return st
+	}
 	switch v := errclass.Of(obs.err); v.Class {
 	case errclass.ClassStalled:
 		set(cachev1beta1.ConditionReady, metav1.ConditionFalse, v.Reason, v.Message)
@@ -173,6 +193,15 @@ func setScaledDownConditions(w *workload, set func(t string, s metav1.ConditionS
 // whose Deployment asks for no pod is not polled: with 0 replicas nothing is left to wait for but
 // pods stopping, which the Deployment's status reports.
 func requeueAfter(st cachev1beta1.RedisCacheStatus, obs observation) time.Duration {
+	d := workloadRequeueAfter(st, obs)
+	if b := obs.backupRequeue; b > 0 && obs.err == nil && (d == 0 || b < d) {
+		return b // the next backup tick, or a save under way (backup.go)
+	}
+	return d
+}
+
+// workloadRequeueAfter is requeueAfter for the pods alone.
+func workloadRequeueAfter(st cachev1beta1.RedisCacheStatus, obs observation) time.Duration {
 	w := workloadOf(obs)
 	switch {
 	case obs.err != nil || w == nil:

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
 	"go.uber.org/zap/zapcore"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -22,6 +23,8 @@ import (
 
 	cachev1alpha1 "github.com/okgoes/okgoes-operator/api/cache/v1alpha1"
 	cachev1beta1 "github.com/okgoes/okgoes-operator/api/cache/v1beta1"
+	storagev1 "github.com/okgoes/okgoes-operator/api/storage/v1"
+	"github.com/okgoes/okgoes-operator/controllers/storage/storagetest"
 	"github.com/okgoes/okgoes-operator/internal/redisadmin"
 	"github.com/okgoes/okgoes-operator/internal/testenv"
 )
@@ -66,6 +69,10 @@ func runSuite(m *testing.M) int {
 	must(clientgoscheme.AddToScheme(scheme))
 	must(cachev1alpha1.AddToScheme(scheme))
 	must(cachev1beta1.AddToScheme(scheme))
+	// The backup stories (backup_story_test.go) drive PVCBackups and PVCRestores as the storage
+	// stories do (storagetest, on this suite's API server).
+	must(storagev1.AddToScheme(scheme))
+	must(snapshotv1.AddToScheme(scheme))
 	// Both versions in the scheme: envtest points the CRD's conversion webhook at the manager's
 	// webhook server below, so RedisCaches are stored as v1alpha1 and served as v1beta1 through
 	// the real conversion path, as in a cluster.
@@ -75,6 +82,7 @@ func runSuite(m *testing.M) int {
 
 	k8s, err = client.New(cfg, client.Options{Scheme: scheme})
 	must(err)
+	storagetest.Cfg, storagetest.K8s = cfg, k8s
 	mgr, err = ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},

@@ -329,3 +329,65 @@ func parseCount(k, v string, n *int64) error {
 	*n = c
 	return nil
 }
+
+// Persistence is the part of INFO persistence a backup decides on.
+type Persistence struct {
+	// BGSaveInProgress is rdb_bgsave_in_progress: a child is writing the RDB snapshot.
+	BGSaveInProgress bool
+	// Saves is rdb_saves (Redis 7): the RDB snapshots written since the server started. A save
+	// the operator asked for is done when it is higher than before the BGSAVE and no save runs.
+	Saves int64
+	// LastBGSaveOK is rdb_last_bgsave_status:ok.
+	LastBGSaveOK bool
+}
+
+// Persistence returns INFO persistence of the server at addr.
+func (c Client) Persistence(ctx context.Context, addr, password string) (Persistence, error) {
+	rdb := c.client(addr, password)
+	defer func() { _ = rdb.Close() }()
+	text, err := rdb.Info(ctx, "persistence").Result()
+	if err != nil {
+		return Persistence{}, fmt.Errorf("INFO persistence at %s: %w", addr, err)
+	}
+	return ParsePersistence(text)
+}
+
+// ParsePersistence reads the output of INFO persistence. A server without rdb_saves (older than
+// Redis 7) is an error: the operator could not tell its save from an earlier one.
+func ParsePersistence(text string) (Persistence, error) {
+	var p Persistence
+	seen := false
+	sc := bufio.NewScanner(strings.NewReader(text))
+	for sc.Scan() {
+		k, v, ok := strings.Cut(strings.TrimSpace(sc.Text()), ":")
+		if !ok {
+			continue
+		}
+		switch k {
+		case "rdb_bgsave_in_progress":
+			p.BGSaveInProgress = v == "1"
+		case "rdb_last_bgsave_status":
+			p.LastBGSaveOK = v == "ok"
+		case "rdb_saves":
+			if err := parseCount(k, v, &p.Saves); err != nil {
+				return Persistence{}, err
+			}
+			seen = true
+		}
+	}
+	if !seen {
+		return Persistence{}, fmt.Errorf("INFO persistence has no rdb_saves: Redis 7 or later is needed to back up a cache")
+	}
+	return p, nil
+}
+
+// BGSave asks the server at addr to write its RDB snapshot in the background. Redis refuses it
+// while another child (a save, an append-only file rewrite) runs; the error says so.
+func (c Client) BGSave(ctx context.Context, addr, password string) error {
+	rdb := c.client(addr, password)
+	defer func() { _ = rdb.Close() }()
+	if err := rdb.BgSave(ctx).Err(); err != nil {
+		return fmt.Errorf("BGSAVE at %s: %w", addr, err)
+	}
+	return nil
+}

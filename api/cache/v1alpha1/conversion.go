@@ -10,7 +10,7 @@ import (
 )
 
 // HubOnlyAnnotation keeps the v1beta1 fields v1alpha1 has no place for (spec.redis.maxClients,
-// spec.mode unless Standalone, spec.replication) while an object is read or written as v1alpha1, so that a round trip
+// spec.mode unless Standalone, spec.replication, spec.persistence, spec.backup, spec.restoreFrom) while an object is read or written as v1alpha1, so that a round trip
 // through v1alpha1 loses nothing. It is removed again when the object is converted to v1beta1.
 const HubOnlyAnnotation = "cache.okgoes.com/v1beta1-fields"
 
@@ -22,6 +22,8 @@ type hubOnly struct {
 	Mode        v1beta1.Mode         `json:"mode,omitempty"`
 	Replication *v1beta1.Replication `json:"replication,omitempty"`
 	Persistence *v1beta1.Persistence `json:"persistence,omitempty"`
+	Backup      *v1beta1.Backup      `json:"backup,omitempty"`
+	RestoreFrom *v1beta1.RestoreFrom `json:"restoreFrom,omitempty"`
 }
 
 var _ conversion.Convertible = &RedisCache{}
@@ -64,6 +66,8 @@ func (src *RedisCache) ConvertTo(dstRaw conversion.Hub) error {
 		dst.Spec.Mode = h.Mode
 		dst.Spec.Replication = h.Replication
 		dst.Spec.Persistence = h.Persistence
+		dst.Spec.Backup = h.Backup
+		dst.Spec.RestoreFrom = h.RestoreFrom
 		delete(dst.Annotations, HubOnlyAnnotation)
 		if len(dst.Annotations) == 0 {
 			dst.Annotations = nil
@@ -80,6 +84,8 @@ func (src *RedisCache) ConvertTo(dstRaw conversion.Hub) error {
 		Replicas:           st.Replicas,
 		ReadyReplicas:      st.ReadyReplicas,
 		ConfigHash:         st.ConfigHash,
+		Backup:             st.Backup,
+		Restore:            st.Restore,
 	}
 	if r := st.Replication; r != nil {
 		dst.Status.Replication = &v1beta1.ReplicationStatus{Primary: r.Primary}
@@ -120,7 +126,8 @@ func (dst *RedisCache) ConvertFrom(srcRaw conversion.Hub) error {
 	if p := s.PodDisruptionBudget; p != nil {
 		dst.Spec.PodDisruptionBudget = &PodDisruptionBudget{Enabled: p.Enabled, MaxUnavailable: p.MaxUnavailable}
 	}
-	h := hubOnly{MaxClients: s.Redis.MaxClients, Replication: s.Replication, Persistence: s.Persistence}
+	h := hubOnly{MaxClients: s.Redis.MaxClients, Replication: s.Replication, Persistence: s.Persistence,
+		Backup: s.Backup, RestoreFrom: s.RestoreFrom}
 	if s.Mode != v1beta1.ModeStandalone {
 		h.Mode = s.Mode
 	}
@@ -142,6 +149,8 @@ func (dst *RedisCache) ConvertFrom(srcRaw conversion.Hub) error {
 		Replicas:           st.Replicas,
 		ReadyReplicas:      st.ReadyReplicas,
 		ConfigHash:         st.ConfigHash,
+		Backup:             st.Backup,
+		Restore:            st.Restore,
 	}
 	if r := st.Replication; r != nil {
 		dst.Status.Replication = &ReplicationStatus{Primary: r.Primary}

@@ -4,6 +4,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/okgoes/okgoes-operator/api/cache/v1beta1"
 )
 
 // EvictionPolicy is a Redis maxmemory-policy: what Redis evicts once maxmemory is reached. One of
@@ -248,6 +250,16 @@ type RedisCacheStatus struct {
 	// itself is a v1beta1 field, kept in the annotation cache.okgoes.com/v1beta1-fields here).
 	// +optional
 	Replication *ReplicationStatus `json:"replication,omitempty"`
+
+	// Backup is the state of spec.backup, a v1beta1 field (kept in the annotation
+	// cache.okgoes.com/v1beta1-fields here). The type is v1beta1's: the status is the same in
+	// both versions.
+	// +optional
+	Backup *v1beta1.BackupStatus `json:"backup,omitempty"`
+
+	// Restore is the restore of spec.restoreFrom, a v1beta1 field (see Backup).
+	// +optional
+	Restore *v1beta1.RestoreStatus `json:"restore,omitempty"`
 }
 
 // ReplicationStatus is the replication of a RedisCache in Replication mode (as in v1beta1).

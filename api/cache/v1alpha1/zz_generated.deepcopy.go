@@ -21,6 +21,7 @@ limitations under the License.
 package v1alpha1
 
 import (
+	"github.com/okgoes/okgoes-operator/api/cache/v1beta1"
 	"k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtime "k8s.io/apimachinery/pkg/runtime"
@@ -230,6 +231,16 @@ func (in *RedisCacheStatus) DeepCopyInto(out *RedisCacheStatus) {
 	if in.Replication != nil {
 		in, out := &in.Replication, &out.Replication
 		*out = new(ReplicationStatus)
+		(*in).DeepCopyInto(*out)
+	}
+	if in.Backup != nil {
+		in, out := &in.Backup, &out.Backup
+		*out = new(v1beta1.BackupStatus)
+		(*in).DeepCopyInto(*out)
+	}
+	if in.Restore != nil {
+		in, out := &in.Restore, &out.Restore
+		*out = new(v1beta1.RestoreStatus)
 		(*in).DeepCopyInto(*out)
 	}
 }

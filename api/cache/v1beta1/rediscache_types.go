@@ -4,6 +4,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	storagev1 "github.com/okgoes/okgoes-operator/api/storage/v1"
 )
 
 // v1beta1 differs from v1alpha1 in two ways (docs/upgrades.md):
@@ -56,6 +58,9 @@ const ImageReferencePattern = `^(?:(?:(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-
 // +kubebuilder:validation:XValidation:rule="!has(self.persistence) || (has(self.mode) && self.mode == 'Replication')",message="spec.persistence needs mode Replication (with replicas 1 for a single instance): a Deployment's pods cannot each keep a volume of their own"
 // +kubebuilder:validation:XValidation:rule="has(oldSelf.persistence) == has(self.persistence)",message="spec.persistence cannot be added or removed after creation: the pods' volume claims are fixed when the StatefulSet is made"
 // +kubebuilder:validation:XValidation:rule="!has(self.persistence) || !has(self.redis) || !has(self.redis.memory) || !has(self.redis.memory.maxMemory) || quantity(string(self.persistence.size)).compareTo(quantity(string(self.redis.memory.maxMemory)).add(quantity(string(self.redis.memory.maxMemory)))) >= 0",message="spec.persistence.size must be at least twice spec.redis.memory.maxMemory: Redis writes a second copy of its dataset while it rewrites the snapshot (or append-only file); raise the size (a new RedisCache: persistence is fixed at creation) or lower maxMemory"
+// +kubebuilder:validation:XValidation:rule="!has(self.backup) || has(self.persistence)",message="spec.backup needs spec.persistence: a cache without persistence keeps no data on a volume to back up"
+// +kubebuilder:validation:XValidation:rule="!has(self.restoreFrom) || has(self.persistence)",message="spec.restoreFrom needs spec.persistence: the backup is restored into the volume of the first pod"
+// +kubebuilder:validation:XValidation:rule="has(oldSelf.restoreFrom) == has(self.restoreFrom)",message="spec.restoreFrom cannot be added or removed after creation: a backup is restored only into a new RedisCache, before its first pod starts"
 type RedisCacheSpec struct {
 	// Mode is how the Redis pods relate to each other. Standalone (the default, and the behaviour
 	// of every RedisCache created before this field existed): each pod is an independent cache
@@ -74,6 +79,26 @@ type RedisCacheSpec struct {
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Persistence",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:fieldDependency:mode:Replication"},order=7
 	Persistence *Persistence `json:"persistence,omitempty"`
+
+	// Backup backs up the data of the cache on a schedule into S3 (persistence only): the
+	// operator owns a PVCBackup <name>-backup for it and starts each of its runs itself, after a
+	// BGSAVE it waited for on the pod whose volume is copied (docs/rediscache.md, Backup and
+	// restore). Removing it deletes the PVCBackup; its backups stay in the bucket unless
+	// deletionPolicy is Delete.
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Backup",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:fieldDependency:mode:Replication"},order=8
+	Backup *Backup `json:"backup,omitempty"`
+
+	// RestoreFrom creates the cache from a backup (persistence only; set at creation, immutable):
+	// the backup's RDB snapshot is restored into the volume of the first pod before the
+	// StatefulSet exists, so no pod serves before the restore is complete; the other pods
+	// resync from it. Used once: status.restore records the restore, and the field is ignored
+	// after it succeeded. source.pvcBackup names a PVCBackup in this namespace; source.s3 finds
+	// the backups of a PVCBackup that no longer exists (e.g. <old cache>-backup, deleted with
+	// its cache) in its bucket.
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Restore From",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:advanced"},order=9
+	RestoreFrom *RestoreFrom `json:"restoreFrom,omitempty"`
 
 	// Replication tunes Replication mode; ignored in Standalone mode.
 	// +optional
@@ -213,6 +238,99 @@ type Persistence struct {
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Reclaim Policy",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:select:Retain","urn:alm:descriptor:com.tectonic.ui:select:Delete"}
 	ReclaimPolicy ReclaimPolicy `json:"reclaimPolicy,omitempty"`
+}
+
+// Backup is the backup of a persistent RedisCache: when, where, how long the backups are kept.
+// The fields mean what the PVCBackup fields of the same names mean (api/storage/v1).
+// +kubebuilder:validation:XValidation:rule="!has(self.kopia) || !has(self.engine) || self.engine != 'Archive'",message="kopia options apply to the Kopia engine only: remove spec.backup.kopia or set spec.backup.engine to Kopia"
+type Backup struct {
+	// Schedule in cron format: five fields ("0 2 * * *"), a descriptor (@hourly, @daily,
+	// @every 6h), optionally prefixed with CRON_TZ=<IANA zone>. Each tick starts a BGSAVE, then
+	// the copy of the saved data.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=128
+	// +kubebuilder:validation:XValidation:rule="self.matches('^((CRON_TZ|TZ)=[A-Za-z0-9_+/-]+ +)?(@(yearly|annually|monthly|weekly|daily|midnight|hourly)|@every +[0-9a-z.]+|[^ ]+( +[^ ]+){4})$')",message="schedule must be five cron fields or a descriptor such as @daily or @every 6h, optionally prefixed with CRON_TZ=<zone>"
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Schedule",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:text"}
+	Schedule string `json:"schedule"`
+
+	// Trigger starts one backup (BGSAVE, then copy) each time trigger.manual is set to a new value.
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Trigger",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:advanced"}
+	Trigger *BackupTrigger `json:"trigger,omitempty"`
+
+	// S3Bucket is the bucket the backups are written to (PVCBackup spec.s3Bucket; the same
+	// bucket naming rules). It must exist.
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="size(self) >= 3 && size(self) <= 63",message="a bucket name must be 3 to 63 characters long"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9.-]*$')",message="a bucket name may contain only lowercase letters, digits, dots (.) and hyphens (-)"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9](.*[a-z0-9])?$')",message="a bucket name must begin and end with a lowercase letter or a digit"
+	// +kubebuilder:validation:XValidation:rule="!self.contains('..')",message="a bucket name must not contain two adjacent dots (..)"
+	// +kubebuilder:validation:XValidation:rule="!self.contains('.-') && !self.contains('-.')",message="in a bucket name a dot must not be next to a hyphen (.- or -.)"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[0-9]+([.][0-9]+){3}$')",message="a bucket name must not be formatted as an IP address"
+	// +kubebuilder:validation:XValidation:rule="!self.startsWith('xn--')",message="a bucket name must not start with xn--"
+	// +kubebuilder:validation:XValidation:rule="!self.endsWith('-s3alias') && !self.endsWith('--ol-s3')",message="a bucket name must not end with -s3alias or --ol-s3 (reserved for access point aliases)"
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="S3 Bucket",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:text"}
+	S3Bucket string `json:"s3Bucket"`
+
+	// S3 is the endpoint, key prefix and credentials Secret (in this namespace). The backups are
+	// under <prefix><namespace>/<name>-backup/ in the bucket.
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="S3"
+	S3 storagev1.S3Location `json:"s3"`
+
+	// Engine: Kopia (empty: the default) or Archive, as PVCBackup spec.engine.
+	// +kubebuilder:validation:Enum=Kopia;Archive
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Engine",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:select:Kopia","urn:alm:descriptor:com.tectonic.ui:select:Archive"}
+	Engine storagev1.BackupEngine `json:"engine,omitempty"`
+
+	// Kopia tunes the kopia repository (engine Kopia), as PVCBackup spec.kopia.
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Kopia",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:advanced"}
+	Kopia *storagev1.KopiaOptions `json:"kopia,omitempty"`
+
+	// Retention prunes old backups after each successful one, as PVCBackup spec.retention.
+	// Unset keeps every backup.
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Retention"
+	Retention *storagev1.Retention `json:"retention,omitempty"`
+
+	// Verify reads each new backup back and checks it, as PVCBackup spec.verify.
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Verify",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:booleanSwitch"}
+	Verify bool `json:"verify,omitempty"`
+
+	// Snapshot copies a CSI VolumeSnapshot of the volume instead of the volume itself, as
+	// PVCBackup spec.snapshot (needed when the volume cannot be mounted by a second pod).
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Snapshot",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:advanced"}
+	Snapshot *storagev1.SnapshotOptions `json:"snapshot,omitempty"`
+
+	// DeletionPolicy says what becomes of the backups in the bucket when the PVCBackup goes (with
+	// the RedisCache, or when spec.backup is removed): Retain (the default) keeps them, so that a
+	// deleted cache can be restored; Delete removes them.
+	// +kubebuilder:default=Retain
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Deletion Policy",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:select:Retain","urn:alm:descriptor:com.tectonic.ui:select:Delete"}
+	DeletionPolicy storagev1.DeletionPolicy `json:"deletionPolicy,omitempty"`
+}
+
+// BackupTrigger requests a backup outside the schedule.
+type BackupTrigger struct {
+	// Manual starts one backup each time it is set to a new value (e.g. a date or a counter).
+	// +kubebuilder:validation:MaxLength=100
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Manual Trigger",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:text"}
+	Manual string `json:"manual,omitempty"`
+}
+
+// RestoreFrom is the backup a new RedisCache starts from.
+// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.restoreFrom cannot be changed: a backup is restored only into a new RedisCache, before its first pod starts"
+type RestoreFrom struct {
+	// Source names the backup: source.pvcBackup (a PVCBackup in this namespace, e.g. the
+	// <cache>-backup of another RedisCache) or source.s3 (bucket, location, and the namespace
+	// and name of the PVCBackup that wrote it), and source.backupID (an id, or latest).
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Source"
+	Source storagev1.RestoreSource `json:"source"`
 }
 
 // ReclaimPolicy is what becomes of a RedisCache's volume claims when it is deleted.
@@ -366,6 +484,10 @@ const (
 	ConditionProgressing = "Progressing"
 	// ConditionDegraded is True (bad) when the cache cannot reach its spec without a change by a human.
 	ConditionDegraded = "Degraded"
+	// ConditionRestoring (spec.restoreFrom only) is True while the backup is restored into the
+	// first pod's volume (no pod runs yet), False once it is done (reason Restored) or failed
+	// (reason RestoreFailed, with Degraded True).
+	ConditionRestoring = "Restoring"
 	// ConditionPrimaryAvailable (Replication mode only) is True (good) when a primary is elected,
 	// ready and answers as a primary; its lastTransitionTime to False is when the operator first
 	// saw the primary unavailable, the start of spec.replication.failoverAfterSeconds.
@@ -415,6 +537,93 @@ type RedisCacheStatus struct {
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Replication",order=6
 	Replication *ReplicationStatus `json:"replication,omitempty"`
+
+	// Backup is the state of spec.backup: the PVCBackup, the save under way, the last run.
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Backup",order=7
+	Backup *BackupStatus `json:"backup,omitempty"`
+
+	// Restore is the restore of spec.restoreFrom; once it succeeded, spec.restoreFrom is ignored.
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Restore",order=8
+	Restore *RestoreStatus `json:"restore,omitempty"`
+}
+
+// BackupStatus is what the operator knows of the backups of a cache.
+type BackupStatus struct {
+	// PVCBackup is the PVCBackup that makes the copies and holds the list of backups
+	// (its status.backups).
+	PVCBackup string `json:"pvcBackup"`
+	// LastScheduleTime is the latest tick of spec.backup.schedule handled (run, or skipped while
+	// a backup was under way).
+	// +optional
+	LastScheduleTime *metav1.Time `json:"lastScheduleTime,omitempty"`
+	// LastManualTrigger is the spec.backup.trigger.manual last handled.
+	// +optional
+	LastManualTrigger string `json:"lastManualTrigger,omitempty"`
+	// Save is the BGSAVE the next copy waits for; absent when none is under way.
+	// +optional
+	Save *BackupSave `json:"save,omitempty"`
+	// Pod and PVCName are the pod whose saved data the last copy read, and its claim.
+	// +optional
+	Pod string `json:"pod,omitempty"`
+	// +optional
+	PVCName string `json:"pvcName,omitempty"`
+	// LastBackup is the id of the newest successful backup (PVCRestore spec.source.backupID).
+	// +optional
+	LastBackup string `json:"lastBackup,omitempty"`
+	// LastBackupTime is when it was taken.
+	// +optional
+	LastBackupTime *metav1.Time `json:"lastBackupTime,omitempty"`
+	// LastRunTime is when the last backup ended (its copy, or its save when that failed).
+	// +optional
+	LastRunTime *metav1.Time `json:"lastRunTime,omitempty"`
+	// LastResult is Succeeded or Failed: the outcome of the last backup, its save or its copy.
+	// +optional
+	LastResult string `json:"lastResult,omitempty"`
+	// LastReason and LastMessage say why the last backup failed (empty when it succeeded).
+	// +optional
+	LastReason string `json:"lastReason,omitempty"`
+	// +optional
+	LastMessage string `json:"lastMessage,omitempty"`
+}
+
+// BackupSave is a BGSAVE the operator started (or is about to start) for a backup.
+type BackupSave struct {
+	// Trigger is the token the PVCBackup's spec.trigger.manual is set to once the save is done.
+	Trigger string `json:"trigger"`
+	// Pod whose Redis saves, and PVCName its claim (the PVCBackup's spec.pvcName for the copy).
+	Pod     string `json:"pod"`
+	PVCName string `json:"pvcName"`
+	// Since is when the operator decided on the save; it gives up after a bound (SaveTimedOut).
+	Since metav1.Time `json:"since"`
+	// PrimaryOffset is the primary's replication offset when a replica was chosen: the replica
+	// saves only once it has applied this much, so the save holds every write the primary
+	// acknowledged before.
+	// +optional
+	PrimaryOffset int64 `json:"primaryOffset,omitempty"`
+	// Started is true once Redis accepted the BGSAVE; SavesBefore is its rdb_saves before it.
+	// +optional
+	Started bool `json:"started,omitempty"`
+	// +optional
+	SavesBefore int64 `json:"savesBefore,omitempty"`
+}
+
+// RestoreStatus is the restore of spec.restoreFrom.
+type RestoreStatus struct {
+	// PVCRestore is the PVCRestore that writes the first pod's claim.
+	PVCRestore string `json:"pvcRestore"`
+	// PVCName is the claim restored into (data-<name>-0).
+	PVCName string `json:"pvcName"`
+	// Phase is the PVCRestore's: Pending, Restoring, Succeeded or Failed.
+	// +optional
+	Phase storagev1.RestorePhase `json:"phase,omitempty"`
+	// BackupID is the backup restored (resolved from latest).
+	// +optional
+	BackupID string `json:"backupID,omitempty"`
+	// CompletionTime is when the restore ended.
+	// +optional
+	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
 }
 
 // ReplicationStatus is the replication of a RedisCache in Replication mode, as last observed.
@@ -480,7 +689,7 @@ type Failover struct {
 // +kubebuilder:printcolumn:name="Mode",type=string,JSONPath=`.spec.mode`,priority=1
 // +kubebuilder:printcolumn:name="Policy",type=string,JSONPath=`.spec.redis.memory.evictionPolicy`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
-// +operator-sdk:csv:customresourcedefinitions:displayName="Redis Cache",resources={{Deployment,v1},{StatefulSet,v1},{Service,v1},{ConfigMap,v1},{PodDisruptionBudget,v1}}
+// +operator-sdk:csv:customresourcedefinitions:displayName="Redis Cache",resources={{Deployment,v1},{StatefulSet,v1},{Service,v1},{ConfigMap,v1},{PodDisruptionBudget,v1},{PVCBackup,v1},{PVCRestore,v1}}
 type RedisCache struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
