@@ -29,6 +29,7 @@ KUSTOMIZE ?= $(LOCALBIN)/kustomize
 KUBECTL ?= $(or $(shell command -v kubectl 2>/dev/null),$(wildcard $(K8S_ASSETS)/kubectl),kubectl)
 OPERATOR_SDK ?= $(LOCALBIN)/operator-sdk
 PROMTOOL ?= $(LOCALBIN)/promtool
+PROMETHEUS ?= $(LOCALBIN)/prometheus
 export KUBEBUILDER_ASSETS = $(K8S_ASSETS)
 
 .PHONY: all
@@ -251,6 +252,11 @@ $(CONTROLLER_GEN): hack/tools/gen/go.mod
 promtool: $(PROMTOOL) ## Build promtool (github.com/prometheus/prometheus, hack/tools/promtool) into bin/, only when missing; make test runs its check rules and test rules on config/prometheus.
 $(PROMTOOL): hack/tools/promtool/go.mod
 	cd hack/tools/promtool && $(GO_ENV) go build -tags remove_all_sd -o $(PROMTOOL) github.com/prometheus/prometheus/cmd/promtool
+
+.PHONY: prometheus
+prometheus: $(PROMETHEUS) ## Build the Prometheus server (same module as promtool) into bin/, only when missing: the e2e suite's alert story runs it as a pod (hack/images/build.sh prometheus).
+$(PROMETHEUS): hack/tools/promtool/go.mod
+	cd hack/tools/promtool && $(GO_ENV) go build -tags remove_all_sd -o $(PROMETHEUS) github.com/prometheus/prometheus/cmd/prometheus
 
 .PHONY: operator-sdk
 operator-sdk: ## Build operator-sdk v1.42.3 into bin/ from ../shared/third_party (hack/tools/operator-sdk/build.sh), only when missing.

@@ -145,7 +145,7 @@ cmd_build() {
 		"$root/hack/images/build.sh"
 	else
 		# No CSI stack: its five images (and their binaries, 18 min cold) are not needed.
-		"$root/hack/images/build.sh" pause operator redis minio tools
+		"$root/hack/images/build.sh" pause operator redis minio tools prometheus
 	fi
 	[ -x "$root/bin/kustomize" ] || make -C "$root" kustomize >/dev/null # deploy_csi renders hack/csi with it
 }

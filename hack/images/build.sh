@@ -8,6 +8,7 @@
 #   redis.tar     okgoes.local/redis:e2e            Debian's redis-server + redis-cli with their libraries, busybox sh
 #   minio.tar     okgoes.local/minio:e2e            bin/minio, the test S3 server (hack/envtest-assets.sh minio)
 #   tools.tar     okgoes.local/tools:e2e            busybox (sh, find, sha256sum ...) for the e2e suite's helper pods
+#   prometheus.tar okgoes.local/prometheus:e2e      bin/prometheus (make prometheus), the alert story's server
 #
 # and, for the OLM suite (test/olm), images under the references the releases' CSVs name, so that
 # OLM's Deployments run them without a registry:
@@ -62,7 +63,7 @@
 #   csi-snapshot-controller.tar        registry.k8s.io/sig-storage/snapshot-controller:v8.6.0
 #   (`hack/images/build.sh csi` builds all five)
 #
-#   hack/images/build.sh [pause|operator|redis|minio|tools|csi|olm|opm|catalog|releases|bundles|digests|scorecard|scorecard-test|scorecard-untar|redis-sample|run-bundle-init ...]
+#   hack/images/build.sh [pause|operator|redis|minio|tools|prometheus|csi|olm|opm|catalog|releases|bundles|digests|scorecard|scorecard-test|scorecard-untar|redis-sample|run-bundle-init ...]
 #   (digests: releases and bundles, then bin/images/digests.yaml, the input of releases/digests.yaml)
 #   (default: the e2e images)
 #
@@ -139,6 +140,11 @@ build() {
 		"$root/hack/envtest-assets.sh" minio
 		ociimage -ref "okgoes.local/minio:$tag" -o "$dest" -user 1000:1000 -file "/minio=$root/bin/minio" \
 			-dir /data=1777 -dir /tmp=1777 -env PATH=/ -env HOME=/tmp -entrypoint /minio
+		;;
+	prometheus)
+		make -C "$root" prometheus >/dev/null
+		ociimage -ref "okgoes.local/prometheus:$tag" -o "$dest" -user 65534:65534 -file "/bin/prometheus=$root/bin/prometheus" \
+			-dir /prometheus=1777 -dir /tmp=1777 -entrypoint /bin/prometheus
 		;;
 	redis-sample)
 		build redis
@@ -378,7 +384,7 @@ scorecard_images() {
 }
 
 if [ $# -eq 0 ]; then
-	set -- pause operator redis minio tools csi
+	set -- pause operator redis minio tools prometheus csi
 fi
 for name in "$@"; do
 	build "$name"

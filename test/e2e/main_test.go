@@ -28,6 +28,7 @@ type settings struct {
 	redisImage      string
 	minioImage      string
 	toolsImage      string // busybox: sh, find, stat, sha256sum, dd
+	prometheusImage string // bin/prometheus (TestAlertsFireInARealPrometheus)
 	storageClass    string // "" = static hostPath PersistentVolumes made by the tests
 	hostPathDir     string // where those live on the node
 	skipDeploy      bool
@@ -80,6 +81,7 @@ func run(m *testing.M) int {
 		redisImage:      env("E2E_REDIS_IMAGE", "okgoes.local/redis:e2e"),
 		minioImage:      env("E2E_MINIO_IMAGE", "okgoes.local/minio:e2e"),
 		toolsImage:      env("E2E_TOOLS_IMAGE", "okgoes.local/tools:e2e"),
+		prometheusImage: env("E2E_PROMETHEUS_IMAGE", "okgoes.local/prometheus:e2e"),
 		storageClass:    os.Getenv("E2E_STORAGE_CLASS"),
 		hostPathDir:     env("E2E_HOSTPATH_DIR", "/var/lib/okgoes-cluster/volumes"),
 		skipDeploy:      os.Getenv("E2E_SKIP_DEPLOY") == "1" || os.Getenv("E2E_OLM") == "1", // OLM installs it (olm_test.go)

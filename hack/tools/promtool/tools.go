@@ -1,7 +1,8 @@
 //go:build tools
 
 // Package tools pins promtool, which make test runs on config/prometheus (check rules, test rules:
-// TestAlertRules). Built with -tags remove_all_sd (Makefile): rules need no service discovery,
+// TestAlertRules), and the Prometheus server of the e2e suite's alert story (TestAlertsFireInARealPrometheus,
+// image okgoes.local/prometheus:e2e). Built with -tags remove_all_sd (Makefile): rules need no service discovery,
 // and it leaves the cloud SDKs of the discovery plugins out of the build.
 //
 // github.com/prometheus/prometheus v0.316.0 (Prometheus 3.16) is the newest the module proxy
@@ -9,4 +10,7 @@
 // the Kubernetes packages promtool shares with the operator build once.
 package tools
 
-import _ "github.com/prometheus/prometheus/cmd/promtool"
+import (
+	_ "github.com/prometheus/prometheus/cmd/prometheus"
+	_ "github.com/prometheus/prometheus/cmd/promtool"
+)
