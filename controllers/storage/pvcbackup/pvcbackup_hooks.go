@@ -488,7 +488,9 @@ func withoutOutput(results []storagev1.HookResult) []storagev1.HookResult {
 }
 
 // snapshotCut tells whether the active run's VolumeSnapshot has been cut (its creation time is
-// set, or it is ready to use): what the application wrote before it is in the snapshot.
+// set, or it is ready to use): what the application wrote before it is in the snapshot. A run
+// that takes several snapshots (a group of PVCs) is cut when all are: this is the one place that
+// decides when the after-hooks are due.
 func (r *PVCBackupReconciler) snapshotCut(ctx context.Context, s *scope) (bool, error) {
 	pb, run := s.backup, s.backup.Status.ActiveRun
 	vs := &snapshotv1.VolumeSnapshot{}
@@ -504,7 +506,8 @@ func (r *PVCBackupReconciler) snapshotCut(ctx context.Context, s *scope) (bool, 
 
 // checkHooksAllowed is nil when pb runs no hooks or its namespace has LabelAllowHooks=true, and
 // a Waiting HooksNotAllowed otherwise (polled: labelling the namespace heals it). The namespace
-// is read uncached: the manager caches no Namespaces.
+// is read uncached: the manager caches no Namespaces. A PVCBackup the operator writes itself
+// (a RedisCache's) is held to the same rule: whoever can edit it can change its command.
 func (r *PVCBackupReconciler) checkHooksAllowed(ctx context.Context, pb *storagev1.PVCBackup) error {
 	if !hasHooks(pb) {
 		return nil
