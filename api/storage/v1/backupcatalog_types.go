@@ -175,7 +175,8 @@ type CatalogSource struct {
 	// +optional
 	MoreBrokenBackups int32 `json:"moreBrokenBackups,omitempty"`
 	// RepositoryBytes is the size of the kopia repository's objects in the bucket (all its
-	// backups together, deduplicated and compressed); unset without a kopia repository.
+	// backups together, deduplicated and compressed); unset without a kopia repository, or when
+	// its objects could not be listed within a minute.
 	// +optional
 	RepositoryBytes *int64 `json:"repositoryBytes,omitempty"`
 	// RepositoryDamage is what the last backup run found damaged in the kopia repository.

@@ -2,6 +2,7 @@ package backupcatalog
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -94,17 +95,26 @@ func readSource(ctx context.Context, store storagekit.ObjectStore, prefix, dir s
 	}
 	if cat.Record != nil || res.kopiaBackups > 0 {
 		size, err := repositoryBytes(ctx, store, dir)
-		if err != nil {
+		switch {
+		case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
+			// A repository too large to list within repositorySizeTimeout: its size stays
+			// unknown (unset), the backups are listed all the same.
+		case err != nil:
 			return readSourceResult{}, false, fmt.Errorf("size the kopia repository of %s/%s: %w", ns, name, err)
+		default:
+			res.status.RepositoryBytes = &size
 		}
-		res.status.RepositoryBytes = &size
 	}
 	return res, true, nil
 }
 
+// repositorySizeTimeout bounds the listing of one kopia repository's objects (a listing page holds
+// 1000 objects: a repository of a million blobs takes a thousand requests).
+var repositorySizeTimeout = 2 * storagekit.S3Timeout // a var: a story shortens it
+
 // repositoryBytes sums the sizes of the kopia repository's objects under the PVCBackup prefix dir.
 func repositoryBytes(ctx context.Context, store storagekit.ObjectStore, dir string) (int64, error) {
-	cctx, cancel := context.WithTimeout(ctx, storagekit.S3Timeout)
+	cctx, cancel := context.WithTimeout(ctx, repositorySizeTimeout)
 	defer cancel()
 	objects, err := store.List(cctx, storagekit.KopiaPrefix(dir)+"/")
 	if err != nil {

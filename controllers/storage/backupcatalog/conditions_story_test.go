@@ -1,6 +1,7 @@
 package backupcatalog
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	storagev1 "github.com/okgoes/okgoes-operator/api/storage/v1"
 	"github.com/okgoes/okgoes-operator/controllers/storage/storagekit"
 	"github.com/okgoes/okgoes-operator/controllers/storage/storagetest"
+	"github.com/okgoes/okgoes-operator/internal/objectstore"
 )
 
 // Each way a location cannot be read is its own Ready=False reason, whose message names the cause,
@@ -66,5 +68,37 @@ func TestCatalogSaysPreciselyWhyALocationCannotBeRead(t *testing.T) {
 				t.Errorf("second reconcile: %+v, want the poll interval", res)
 			}
 		})
+	}
+}
+
+// slowListing is the real MinIO store whose recursive listing (only the kopia repository's
+// objects are listed recursively) answers only when its context ends: a repository too large to
+// list in time.
+type slowListing struct{ storagekit.ObjectStore }
+
+func (s slowListing) List(ctx context.Context, prefix string) ([]objectstore.ObjectInfo, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// A kopia repository whose objects cannot be listed in time leaves its size unknown (unset) and
+// still lists its backups: the catalog is Ready, not EndpointUnreachable.
+func TestCatalogOfARepositoryTooLargeToSizeStillListsItsBackups(t *testing.T) {
+	w := newWorld(t)
+	w.backupNow(w.KopiaBackup("db", "@daily"), storagetest.Volume(t))
+	defer func(d time.Duration) { repositorySizeTimeout = d }(repositorySizeTimeout)
+	repositorySizeTimeout = 100 * time.Millisecond
+	w.stores = func(cfg objectstore.Config) (storagekit.ObjectStore, error) {
+		s, err := storagekit.MinioStores(cfg)
+		return slowListing{s}, err
+	}
+	bc := w.catalog("slow")
+	w.reconcileCatalog(bc)
+	c := meta.FindStatusCondition(bc.Status.Conditions, storagev1.ConditionReady)
+	if c == nil || c.Status != metav1.ConditionTrue || len(bc.Status.Sources) != 1 || bc.Status.Backups != 1 {
+		t.Fatalf("Ready %+v, status %+v", c, bc.Status)
+	}
+	if got := bc.Status.Sources[0].RepositoryBytes; got != nil {
+		t.Errorf("repositoryBytes %d, want unset: the repository could not be listed", *got)
 	}
 }

@@ -19,6 +19,7 @@ import (
 	storagev1 "github.com/okgoes/okgoes-operator/api/storage/v1"
 	"github.com/okgoes/okgoes-operator/controllers/storage/pvcbackup"
 	"github.com/okgoes/okgoes-operator/controllers/storage/pvcrestore"
+	"github.com/okgoes/okgoes-operator/controllers/storage/storagekit"
 	"github.com/okgoes/okgoes-operator/controllers/storage/storagetest"
 )
 
@@ -37,6 +38,8 @@ func TestMain(m *testing.M) {
 // world is a storagetest.World whose PVCBackups are reconciled by the PVCBackup reconciler.
 type world struct {
 	*storagetest.World
+	// stores, when set, opens the catalog's stores (a story's wrapper around the real MinIO one).
+	stores storagekit.StoreFactory
 }
 
 func newWorld(t *testing.T) *world {
@@ -103,6 +106,9 @@ func (w *world) catalog(name string, edits ...func(*storagev1.BackupCatalog)) *s
 func (w *world) reconcileCatalog(bc *storagev1.BackupCatalog) ctrl.Result {
 	w.T.Helper()
 	r := &BackupCatalogReconciler{Client: k8s, Deps: w.Deps(k8s)}
+	if w.stores != nil {
+		r.Stores = w.stores
+	}
 	res, err := r.Reconcile(testCtx, storagetest.ReqFor(bc))
 	if err != nil {
 		w.T.Fatalf("reconcile catalog: %v", err)
