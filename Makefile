@@ -154,6 +154,7 @@ MANAGER_DIGEST ?=
 
 .PHONY: release
 release: ## Keep the bundle of VERSION, its operator image pinned by digest, in releases/VERSION (the input of make catalog); never edited afterwards.
+	rm -f bin/images/operator-v$(VERSION).ref  # never a pin left by an earlier RELEASE_REFS: built again, or missing
 	hack/images/build.sh releases
 	@test -s bin/images/operator-v$(VERSION).ref || { echo "release: no operator image of $(VERSION): add $(VERSION)=<release commit> to RELEASE_REFS in hack/images/build.sh" >&2; exit 1; }
 	$(MAKE) bundle MANAGER_DIGEST=$$(cat bin/images/operator-v$(VERSION).ref)
