@@ -251,8 +251,12 @@ $(CONTROLLER_GEN): hack/tools/gen/go.mod
 
 .PHONY: promtool
 promtool: $(PROMTOOL) ## Build promtool (github.com/prometheus/prometheus, hack/tools/promtool) into bin/, only when missing; make test runs its check rules and test rules on config/prometheus.
-$(PROMTOOL): hack/tools/promtool/go.mod
-	cd hack/tools/promtool && $(GO_ENV) go build -tags remove_all_sd -o $(PROMTOOL) github.com/prometheus/prometheus/cmd/promtool
+# Stamped with the version hack/tools/promtool/go.mod pins: TestAlertRules fails on a bin/promtool
+# of another version (rm it and make promtool) rather than rebuilding it whenever go.mod is touched.
+$(PROMTOOL):
+	cd hack/tools/promtool && v=$$(go list -m -f '{{.Version}}' github.com/prometheus/prometheus) && \
+		$(GO_ENV) go build -tags remove_all_sd -ldflags "-X github.com/prometheus/common/version.Version=$$v" \
+		-o $(PROMTOOL) github.com/prometheus/prometheus/cmd/promtool
 
 .PHONY: prometheus
 prometheus: $(PROMETHEUS) ## Build the Prometheus server (same module as promtool) into bin/, only when missing: the e2e suite's alert story runs it as a pod (hack/images/build.sh prometheus).

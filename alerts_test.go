@@ -71,6 +71,22 @@ func promtool(t *testing.T) string {
 	if _, err := os.Stat(p); err != nil {
 		t.Fatalf("%v: build it with make promtool (make test does)", err)
 	}
+	// The version make promtool stamps, against the one hack/tools/promtool/go.mod pins.
+	out, err := exec.Command(p, "--version").CombinedOutput()
+	if err != nil {
+		t.Fatalf("promtool --version: %v\n%s", err, out)
+	}
+	mod, err := os.ReadFile("hack/tools/promtool/go.mod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pinned := regexp.MustCompile(`(?m)^(?:require )?\s*github\.com/prometheus/prometheus (v\S+)`).FindSubmatch(mod)
+	if pinned == nil {
+		t.Fatal("hack/tools/promtool/go.mod pins no github.com/prometheus/prometheus")
+	}
+	if want := "promtool, version " + string(pinned[1]) + " "; !strings.HasPrefix(string(out), want) {
+		t.Fatalf("bin/promtool is not %s (%q): rm bin/promtool && make promtool", pinned[1], strings.SplitN(string(out), "\n", 2)[0])
+	}
 	return p
 }
 
