@@ -127,6 +127,11 @@ func repositoryBytes(ctx context.Context, store storagekit.ObjectStore, dir stri
 	return n, nil
 }
 
+// maxProblem bounds each problem a source lists: with MaxCatalogSources sources of
+// MaxCatalogBackups backups and MaxCatalogBroken broken ones the status stays under 1 MiB
+// (TestSourceStatusIsBounded), below the API server's object size limit.
+const maxProblem = 256
+
 // sourceStatus is the status entry of one PVCBackup prefix: its restorable backups newest first
 // and its broken ones, each list bounded (the rest counted).
 func sourceStatus(ns, name, dir string, cat storagekit.Catalog) storagev1.CatalogSource {
@@ -146,10 +151,10 @@ func sourceStatus(ns, name, dir string, cat storagekit.Catalog) storagev1.Catalo
 			s.MoreBrokenBackups = int32(len(cat.Broken) - i)
 			break
 		}
-		s.BrokenBackups = append(s.BrokenBackups, storagev1.BrokenBackup{ID: b.ID, Problem: storagekit.Truncate(b.Problem, 1024)})
+		s.BrokenBackups = append(s.BrokenBackups, storagev1.BrokenBackup{ID: storagekit.Truncate(b.ID, 64), Problem: storagekit.Truncate(b.Problem, maxProblem)})
 	}
 	if cat.Record != nil {
-		s.RepositoryDamage = storagekit.Truncate(cat.Record.Damage, 1024)
+		s.RepositoryDamage = storagekit.Truncate(cat.Record.Damage, maxProblem)
 	}
 	return s
 }

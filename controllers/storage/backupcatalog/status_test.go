@@ -2,6 +2,7 @@ package backupcatalog
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -9,8 +10,10 @@ import (
 
 	storagev1 "github.com/okgoes/okgoes-operator/api/storage/v1"
 	"github.com/okgoes/okgoes-operator/controllers/storage/storagekit"
+	"github.com/okgoes/okgoes-operator/controllers/storage/storagetest"
 	"github.com/okgoes/okgoes-operator/internal/archive"
 	"github.com/okgoes/okgoes-operator/internal/errclass"
+	"github.com/okgoes/okgoes-operator/internal/mover"
 )
 
 // A source with more backups than status may hold lists the newest MaxCatalogBackups and counts
@@ -20,12 +23,14 @@ func TestSourceStatusIsBounded(t *testing.T) {
 	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	for i := range 60 { // newest first, as ReadCatalog sorts them
 		at := base.Add(time.Duration(60-i) * time.Hour)
-		m := archive.Manifest{ID: at.Format("20060102T150405Z"), Files: 1}
+		m := archive.Manifest{ID: at.Format("20060102T150405Z") + "-manual", Files: 1 << 40, ContentBytes: 1 << 50, Dirs: 1 << 40, Symlinks: 1 << 40,
+			CompletionTime: at, Engine: "kopia", Kopia: &archive.KopiaSnapshot{SnapshotID: strings.Repeat("k", 33)}}
 		cat.Valid = append(cat.Valid, storagekit.BackupEntry{ID: m.ID, Time: at, Manifest: m})
 	}
 	for i := range 15 {
-		cat.Broken = append(cat.Broken, storagekit.BrokenEntry{ID: fmt.Sprintf("b%d", i), Problem: "broken"})
+		cat.Broken = append(cat.Broken, storagekit.BrokenEntry{ID: fmt.Sprintf("%0256d", i), Problem: strings.Repeat("broken ", 1000)})
 	}
+	cat.Record = &mover.RepositoryRecord{RunID: "r", Damage: strings.Repeat("damage ", 1000)}
 	s := sourceStatus("ns", "app", "ns/app/", cat)
 	if len(s.Backups) != storagev1.MaxCatalogBackups || s.MoreBackups != 10 || s.Backups[0].ID != cat.Valid[0].ID {
 		t.Errorf("backups: %d listed, %d more, first %s; want 50, 10, the newest %s", len(s.Backups), s.MoreBackups, s.Backups[0].ID, cat.Valid[0].ID)
@@ -33,9 +38,15 @@ func TestSourceStatusIsBounded(t *testing.T) {
 	if len(s.BrokenBackups) != storagev1.MaxCatalogBroken || s.MoreBrokenBackups != 5 {
 		t.Errorf("broken: %d listed, %d more; want 10, 5", len(s.BrokenBackups), s.MoreBrokenBackups)
 	}
-	if s.Engine != storagev1.EngineArchive || s.Backups[0].StoredBytes == nil || s.Backups[0].Confirmed != nil {
-		t.Errorf("archive source: %+v", s.Backups[0])
+	if s.Engine != storagev1.EngineKopia || s.Backups[0].StoredBytes != nil || s.Backups[0].Confirmed == nil || !*s.Backups[0].Confirmed {
+		t.Errorf("kopia source: %+v", s.Backups[0])
 	}
+	// The largest status: MaxCatalogSources such sources, each at its bounds.
+	size := storagev1.MaxCatalogSources * len(storagetest.MustJSON(t, s))
+	if size > 1<<20 {
+		t.Errorf("a status of %d sources at their bounds is %d bytes: over 1 MiB, too close to the API server's limit", storagev1.MaxCatalogSources, size)
+	}
+	t.Logf("a status of %d sources at their bounds: %d bytes", storagev1.MaxCatalogSources, size)
 }
 
 func TestUntilRefresh(t *testing.T) {
