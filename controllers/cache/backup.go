@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -147,6 +148,7 @@ func mutatePVCBackup(pb *storagev1.PVCBackup, rc *cachev1beta1.RedisCache, pvcNa
 	pb.Spec.Retention = b.Retention
 	pb.Spec.Verify = b.Verify
 	pb.Spec.Snapshot = b.Snapshot
+	pb.Spec.Mover = &storagev1.MoverOptions{PodSecurityContext: redisMoverSecurity()}
 	pb.Spec.DeletionPolicy = b.DeletionPolicy
 	if pb.Spec.DeletionPolicy == "" {
 		pb.Spec.DeletionPolicy = storagev1.DeletionRetain
@@ -158,6 +160,13 @@ func mutatePVCBackup(pb *storagev1.PVCBackup, rc *cachev1beta1.RedisCache, pvcNa
 		pb.Spec.PVCName = pvcName
 		pb.Spec.Trigger = &storagev1.Trigger{Manual: trigger}
 	}
+}
+
+// redisMoverSecurity runs the mover as the Redis user: it reads what Redis wrote, and a restore
+// writes files Redis may rewrite (on volumes where fsGroup does not apply, e.g. hostPath, the
+// owner is what counts).
+func redisMoverSecurity() *corev1.PodSecurityContext {
+	return &corev1.PodSecurityContext{RunAsUser: ptr.To[int64](redisUID), RunAsGroup: ptr.To[int64](redisUID), FSGroup: ptr.To[int64](redisUID)}
 }
 
 // pvcBackupBusy tells whether a run of pb is under way or due: active, or asked for by a

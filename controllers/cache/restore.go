@@ -124,6 +124,7 @@ func mutatePVCRestore(pr *storagev1.PVCRestore, rc *cachev1beta1.RedisCache) {
 		Target: storagev1.RestoreTarget{NewPVC: &storagev1.NewPVCTemplate{Name: dataClaimName(rc, 0), Size: p.Size,
 			StorageClassName: p.StorageClassName, AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}}},
 		Paths: []storagev1.RestorePath{rdbFile},
+		Mover: &storagev1.MoverOptions{PodSecurityContext: redisMoverSecurity()},
 	}
 }
 
