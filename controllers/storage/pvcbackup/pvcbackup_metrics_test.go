@@ -83,6 +83,13 @@ func TestBackupGaugesAreSmall(t *testing.T) {
 	backups := make([]*storagev1.PVCBackup, n)
 	for i := range backups {
 		backups[i] = &storagev1.PVCBackup{ObjectMeta: metav1.ObjectMeta{Namespace: "backups", Name: fmt.Sprintf("app-%05d", i)}}
+		// The three conditions a kopia PVCBackup has (okgoes_backup_condition keeps their type,
+		// status and reason, which are the status's own strings).
+		backups[i].Status.Conditions = []metav1.Condition{
+			{Type: storagev1.ConditionReady, Status: metav1.ConditionTrue, Reason: ReasonScheduled},
+			{Type: storagev1.ConditionRunning, Status: metav1.ConditionFalse, Reason: ReasonSucceeded},
+			{Type: storagev1.ConditionRepositoryHealthy, Status: metav1.ConditionTrue, Reason: ReasonRepositoryChecked},
+		}
 	}
 	s := &scope{}
 	g := newBackupGauges()
