@@ -64,6 +64,7 @@ type RestorePath string
 // RestoreSource names a backup: of a PVCBackup in this namespace, or at an explicit S3 location
 // (backups made in another namespace or cluster).
 // +kubebuilder:validation:XValidation:rule="has(self.pvcBackup) != has(self.s3)",message="set exactly one of source.pvcBackup and source.s3"
+// +kubebuilder:validation:XValidation:rule="!has(self.pointInTime) || (has(self.backupID) && self.backupID != 'latest')",message="source.pointInTime needs a backupID, not latest: the backups of that time are not listed (take the id from status.backups of the PVCBackup, or from the bucket's object versions)"
 type RestoreSource struct {
 	// PVCBackup whose bucket, prefix and credentials hold the backup.
 	// +kubebuilder:validation:MinLength=1
@@ -83,6 +84,15 @@ type RestoreSource struct {
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Backup ID",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:text"}
 	BackupID string `json:"backupID,omitempty"`
+	// PointInTime restores the kopia backup as the bucket held it at that time: every object of
+	// the backup (its manifest, the repository's blobs) is read in the version that was current
+	// then. For a bucket with object lock (PVCBackup spec.kopia.immutability) whose objects were
+	// deleted or overwritten since, by someone holding the S3 credentials: the locked versions are
+	// still there, hidden behind delete markers or newer versions, until their locks expire. The
+	// bucket must be versioned; the restore reads only; archive backups are not supported.
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Point In Time",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:text"}
+	PointInTime *metav1.Time `json:"pointInTime,omitempty"`
 }
 
 // RestoreS3Source is where a PVCBackup elsewhere wrote its backups:

@@ -214,6 +214,10 @@ func TestAdmissionChecksEveryRuleOfAnObjectWithOneMistake(t *testing.T) {
 			"spec.source.backupID", []string{"should match"}},
 		{"two sources", restoreManifest, map[string]any{"spec.source.pvcBackup": "app-data"},
 			"spec.source", []string{"set exactly one of source.pvcBackup and source.s3"}},
+		{"point in time of the latest backup", restoreManifest, map[string]any{"spec.source.pointInTime": "2026-12-01T00:00:00Z", "spec.source.backupID": "latest"},
+			"spec.source", []string{"source.pointInTime needs a backupID, not latest"}},
+		{"point in time without a backup id", restoreManifest, map[string]any{"spec.source.pointInTime": "2026-12-01T00:00:00Z", "spec.source.backupID": nil},
+			"spec.source", []string{"source.pointInTime needs a backupID, not latest"}},
 		{"absolute restore path", restoreManifest, map[string]any{"spec.paths": []any{"app/config", "/etc/passwd"}},
 			"spec.paths[1]", []string{"a path is relative to the volume's root: remove the leading /"}},
 		{"restore path with ..", restoreManifest, map[string]any{"spec.paths": []any{"app/../../etc"}},
@@ -324,7 +328,8 @@ func TestAdmissionRejectsRetentionThatKeepsNothing(t *testing.T) {
 	}
 }
 
-// spec.kopia.immutability at its bounds, in both modes, is admitted.
+// spec.kopia.immutability at its bounds, in both modes, is admitted, and so is a restore of a
+// backup id as of a point in time.
 func TestAdmissionAdmitsImmutability(t *testing.T) {
 	ns := admissionNamespace(t)
 	for _, im := range []map[string]any{
@@ -335,5 +340,9 @@ func TestAdmissionAdmitsImmutability(t *testing.T) {
 		if err := apply(manifest(t, backupManifest, ns, edits)); err != nil {
 			t.Errorf("immutability %v is rejected: %v", im, err)
 		}
+	}
+	edits := map[string]any{"spec.source.pointInTime": "2026-12-01T00:00:00Z", "spec.source.backupID": "20261130T020000Z"}
+	if err := apply(manifest(t, restoreManifest, ns, edits)); err != nil {
+		t.Errorf("a restore of a backup id as of a point in time is rejected: %v", err)
 	}
 }

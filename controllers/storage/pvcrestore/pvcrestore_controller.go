@@ -182,6 +182,9 @@ func (r *PVCRestoreReconciler) resolveSource(ctx context.Context, s *restoreScop
 		}
 		return nil
 	}
+	if at := pr.Spec.Source.PointInTime; at != nil {
+		return r.resolveAt(ctx, s, at.Time, password)
+	}
 	cctx, cancel := context.WithTimeout(ctx, storagekit.S3Timeout)
 	defer cancel()
 	cat, err := storagekit.ReadCatalog(cctx, store, s.prefix, s.now)
@@ -364,7 +367,14 @@ func (r *PVCRestoreReconciler) checkNewPVCSize(ctx context.Context, s *restoreSc
 	if s.manifest == nil {
 		cctx, cancel := context.WithTimeout(ctx, storagekit.S3Timeout)
 		defer cancel()
-		m, err := storagekit.GetManifest(cctx, s.store, storagekit.ManifestKeyOf(s.restore.Status.ObjectKey))
+		key := storagekit.ManifestKeyOf(s.restore.Status.ObjectKey)
+		var m archive.Manifest
+		var err error
+		if at := s.restore.Spec.Source.PointInTime; at != nil { // the manifest resolveAt read
+			m, err = storagekit.GetManifestAt(cctx, s.store, key, at.Time)
+		} else {
+			m, err = storagekit.GetManifest(cctx, s.store, key)
+		}
 		if err != nil {
 			return fmt.Errorf("read manifest of backup %s: %w", s.restore.Status.BackupID, err)
 		}

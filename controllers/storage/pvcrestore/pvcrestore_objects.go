@@ -55,7 +55,7 @@ func desiredRestoreJob(src storagekit.S3Source, prefix string, pr *storagev1.PVC
 	for i, p := range pr.Spec.Paths {
 		paths[i] = string(p)
 	}
-	env := engine.RestoreEnv(src, prefix, pr.Status.ObjectKey, overwrite, paths)
+	env := append(engine.RestoreEnv(src, prefix, pr.Status.ObjectKey, overwrite, paths), pointInTimeEnv(pr)...)
 	return storagekit.DesiredMoverJob(src, image, storagekit.MoverJob{
 		Name: restoreJobName(pr), Labels: labels, Command: "restore", Claim: pr.Status.TargetPVC, Options: pr.Spec.Mover,
 		FSGroup: true, Deadline: deadline, Env: env, KopiaCache: engine.MoverCache(),

@@ -205,6 +205,17 @@ func GetManifest(ctx context.Context, store ObjectStore, key string) (archive.Ma
 	return mover.ReadManifest(body)
 }
 
+// GetManifestAt reads the manifest at key as the versioned bucket held it at t (PVCRestore
+// spec.source.pointInTime).
+func GetManifestAt(ctx context.Context, store ObjectStore, key string, t time.Time) (archive.Manifest, error) {
+	body, err := store.GetAt(ctx, key, t)
+	if err != nil {
+		return archive.Manifest{}, err
+	}
+	defer body.Close()
+	return mover.ReadManifest(body)
+}
+
 // WithoutUnverified moves backups whose verification failed (as history records) from the valid
 // to the broken ones: a backup known to be damaged never takes a good one's place.
 func WithoutUnverified(cat Catalog, history []storagev1.RunStatus) Catalog {

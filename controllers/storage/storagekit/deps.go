@@ -37,6 +37,8 @@ type ObjectStore interface {
 	BucketExists(ctx context.Context) (bool, error)
 	// ObjectLockEnabled reports whether the bucket was created with S3 Object Lock.
 	ObjectLockEnabled(ctx context.Context) (bool, error)
+	// GetAt opens the version of key that was current at t (a versioned bucket).
+	GetAt(ctx context.Context, key string, t time.Time) (io.ReadCloser, error)
 	Get(ctx context.Context, key string) (io.ReadCloser, error)
 	ListTop(ctx context.Context, prefix string) ([]objectstore.ObjectInfo, error)
 	ListDirs(ctx context.Context, prefix string) ([]string, error)
