@@ -1,9 +1,11 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -55,6 +57,11 @@ func TestBundleShipsTheMonitoring(t *testing.T) {
 	ep, port := endpoints[0].(map[string]any), ports[0].(map[string]any)
 	if ep["port"] != port["name"] {
 		t.Errorf("the ServiceMonitor scrapes port %v, the Service's is %v", ep["port"], port["name"])
+	}
+	// The Prometheus Operator names the job after the Service; every alert selects it so.
+	if job := regexp.MustCompile(`job=~"(.*?)"`).FindStringSubmatch(fmt.Sprint(tested.Object["spec"])); job == nil ||
+		!regexp.MustCompile("^(?:"+job[1]+")$").MatchString(svc.GetName()) {
+		t.Errorf("the alerts' job matcher %v does not match the metrics Service %s", job, svc.GetName())
 	}
 	if ep["honorLabels"] != true {
 		t.Error("the ServiceMonitor does not honor the operator's labels (namespace, name, pod of the objects)")
