@@ -376,8 +376,9 @@ type Immutability struct {
 	Mode ImmutabilityMode `json:"mode,omitempty"`
 	// Days each blob stays locked after it is written or after the maintenance that last
 	// extended its lock. At least 2: kopia extends the locks in full maintenance, once a day,
-	// and needs the period to exceed that interval by a day. A backup must run at least every
-	// days-1 days, or blobs still in use lose their lock before maintenance extends it.
+	// and needs the period to exceed that interval by a day. Backups must run at most days-1
+	// days apart, or blobs still in use would lose their lock before maintenance extends it: a
+	// schedule with runs further apart is Ready=False InvalidSpec.
 	// +kubebuilder:validation:XValidation:rule="self >= 2 && self <= 3650",message="immutability.days must be from 2 to 3650: kopia extends the locks once a day in full maintenance and needs the period to be at least a day longer"
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Days",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:number"}
 	// +optional

@@ -154,3 +154,26 @@ func TestImmutabilityOfAnArchivePVCBackupIsInvalid(t *testing.T) {
 	}
 	t.Logf("requeue %v; Ready=%s %s: %s", res.RequeueAfter, ready.Status, ready.Reason, ready.Message)
 }
+
+// A weekly schedule cannot keep a 7-day lock on the blobs backups still use (each backup's
+// maintenance extends it): Ready=False InvalidSpec says so and what to change; no run starts.
+func TestImmutabilityLongerThanTheScheduleCanKeepIsInvalid(t *testing.T) {
+	w := newWorld(t)
+	makeLockedBucket(w)
+	pb, _, first := w.KopiaStory("app", immutable(storagev1.ImmutabilityGovernance, 7, true),
+		func(pb *storagev1.PVCBackup) { pb.Spec.Schedule = "0 2 * * 0" })
+	w.Reconcile(pb)
+	ready := storagetest.Condition(pb, storagev1.ConditionReady)
+	t.Logf("what the user sees: Ready=%s %s: %s", ready.Status, ready.Reason, ready.Message)
+	for _, want := range []string{`spec.schedule "0 2 * * 0" has runs 168h0m0s apart`, "at most 6 days apart",
+		"run backups more often or set immutability.days to at least 8"} {
+		if ready.Status != metav1.ConditionFalse || ready.Reason != storagekit.ReasonInvalidSpec || !strings.Contains(ready.Message, want) {
+			t.Errorf("Ready = %s %s %q, want False InvalidSpec saying %q", ready.Status, ready.Reason, ready.Message, want)
+		}
+	}
+	w.Clock.Set(first.Add(8 * 24 * time.Hour))
+	w.Reconcile(pb)
+	if len(w.Jobs()) != 0 {
+		t.Error("a run started")
+	}
+}

@@ -208,6 +208,9 @@ func (r *PVCBackupReconciler) reconcileSchedule(_ context.Context, s *scope) err
 	if err != nil {
 		return errclass.Stalled(ReasonInvalidSchedule, err.Error())
 	}
+	if err := checkLockSchedule(s.backup, sched, s.now); err != nil {
+		return err
+	}
 	s.schedule = sched
 	s.next = sched.Next(s.now)
 	s.requeue = schedule.RequeueAfter(schedule.Decision{Next: s.next}, s.now)

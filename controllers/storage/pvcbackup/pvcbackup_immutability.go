@@ -66,3 +66,41 @@ func recordImmutability(pb *storagev1.PVCBackup, res mover.Result, now time.Time
 	}
 	pb.Status.Repository.Immutability = im
 }
+
+// lockLapse is what spec.kopia.immutability cannot keep with the schedule sched: a blob in use
+// stays locked only when full maintenance (in a backup Job, at most once a day) extends its lock
+// before it expires, so consecutive backups may be at most days-1 days apart. It returns the
+// widest gap between the runs of the next year after now (at most 1000 runs) and whether it is
+// wider.
+func lockLapse(sched interface{ Next(time.Time) time.Time }, now time.Time, days int32) (gap time.Duration, lapses bool) {
+	limit := time.Duration(days-1) * 24 * time.Hour
+	prev := sched.Next(now)
+	for range 1000 {
+		if prev.IsZero() || prev.Sub(now) > 366*24*time.Hour {
+			break
+		}
+		next := sched.Next(prev)
+		if next.IsZero() {
+			break
+		}
+		gap = max(gap, next.Sub(prev))
+		prev = next
+	}
+	return gap, gap > limit
+}
+
+// checkLockSchedule is InvalidSpec when the schedule of pb runs too rarely for its
+// spec.kopia.immutability to keep the blobs in use locked (lockLapse).
+func checkLockSchedule(pb *storagev1.PVCBackup, sched interface{ Next(time.Time) time.Time }, now time.Time) error {
+	if pb.Spec.Kopia == nil || pb.Spec.Kopia.Immutability == nil {
+		return nil
+	}
+	days := pb.Spec.Kopia.Immutability.Days
+	gap, lapses := lockLapse(sched, now, days)
+	if !lapses {
+		return nil
+	}
+	return errclass.Stalled(storagekit.ReasonInvalidSpec, fmt.Sprintf("spec.schedule %q has runs %v apart, and spec.kopia.immutability.days %d keeps "+
+		"the blobs in use locked only when backups run at most %d days apart (each backup's maintenance extends the locks): "+
+		"run backups more often or set immutability.days to at least %d", pb.Spec.Schedule, gap, days, days-1, int((gap+24*time.Hour-1)/(24*time.Hour))+1))
+}
