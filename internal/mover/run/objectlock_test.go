@@ -71,10 +71,21 @@ func TestKopiaLockedBackupSurvivesTheOperatorsOwnCredentials(t *testing.T) {
 	if !first.Succeeded() || first.RetentionMode != RetentionCompliance || first.RetentionPeriod != "48h0m0s" {
 		t.Fatalf("first backup into a locked repository = %+v", first)
 	}
+	firstManifest := e[EnvManifestKey]
+	_, firstUntil, err := s3.GetObjectRetention(ctx, "locked", firstManifest, "")
+	if err != nil || firstUntil == nil {
+		t.Fatalf("the first manifest is not locked: %v", err)
+	}
+	time.Sleep(1100 * time.Millisecond) // S3 keeps the retain-until date in seconds
 	randomFile(t, filepath.Join(src, "data", "fb"), 1<<20, 100)
 	nextRun(e, "20261203T030000Z")
 	if second := Backup(ctx, e.get, "test"); !second.Succeeded() || second.MaintenanceError != "" {
 		t.Fatalf("second backup = %+v", second)
+	}
+	// Each run moves the lock of the manifests still there forward, as maintenance does for
+	// kopia's blobs in use: a backup kept longer than the period stays locked.
+	if _, until, err := s3.GetObjectRetention(ctx, "locked", firstManifest, ""); err != nil || !until.After(*firstUntil) {
+		t.Errorf("the second run left the first manifest locked until %v (%v), as the first run did (%v)", until, err, firstUntil)
 	}
 	for o := range s3.ListObjects(ctx, "locked", minio.ListObjectsOptions{Prefix: "ns/app/", Recursive: true}) {
 		if !locked(o.Key) {
