@@ -300,12 +300,12 @@ func (r *RedisCacheReconciler) saveStep(ctx context.Context, s *scope, sv *cache
 	switch {
 	case p.BGSaveInProgress:
 		return &saveProblem{message: "the BGSAVE still runs on " + sv.Pod}
-	case p.Saves <= sv.SavesBefore:
-		return &saveProblem{reason: ReasonSaveLost, message: fmt.Sprintf("Redis on %s restarted during the save for backup %s (rdb_saves %d, was %d); the next tick tries again",
-			sv.Pod, sv.Trigger, p.Saves, sv.SavesBefore)}
 	case !p.LastBGSaveOK:
 		return &saveProblem{reason: ReasonSaveFailed, message: fmt.Sprintf("Redis on %s reports the save for backup %s failed (rdb_last_bgsave_status:err): see the pod's log (a full volume, or too little memory to fork); the next tick tries again",
 			sv.Pod, sv.Trigger)}
+	case p.Saves <= sv.SavesBefore:
+		return &saveProblem{reason: ReasonSaveLost, message: fmt.Sprintf("Redis on %s restarted during the save for backup %s (rdb_saves %d, was %d); the next tick tries again",
+			sv.Pod, sv.Trigger, p.Saves, sv.SavesBefore)}
 	}
 	return &saveProblem{done: true}
 }

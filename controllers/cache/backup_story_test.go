@@ -346,3 +346,37 @@ func copyFile(t *testing.T, from, to string) {
 		t.Fatal(err)
 	}
 }
+
+// TestAFailedSaveStartsNoCopy: the replica chosen for the save cannot write its snapshot (its
+// data directory is gone: the BGSAVE child cannot create its temporary file). The backup fails
+// SaveFailed, naming the pod and where to look; the PVCBackup is not triggered, so no copy of a
+// stale dump.rdb is ever made and called a backup.
+func TestAFailedSaveStartsNoCopy(t *testing.T) {
+	w := backupWorld(t)
+	rc := backedUpCache(w, "broken", 2)
+	procs, _ := startReplicationCache(t, rc)
+	playClaims(t, rc)
+	waitForPrimary(t, rc, "broken-0")
+	writeKeys(t, procs[0], "k", 10)
+	if err := os.RemoveAll(procs[1].dir); err != nil {
+		t.Fatal(err)
+	}
+	patchSpec(t, rc, func(s *cachev1beta1.RedisCacheSpec) { s.Backup.Trigger = &cachev1beta1.BackupTrigger{Manual: "1"} })
+	eventually(t, 30*time.Second, func() error {
+		st := getCache(t, rc).Status.Backup
+		if st == nil || st.LastResult != string(storagev1.RunFailed) || st.LastReason != ReasonSaveFailed || st.Save != nil {
+			return fmt.Errorf("status.backup %+v, want the save failed", st)
+		}
+		if !strings.Contains(st.LastMessage, "broken-1") || !strings.Contains(st.LastMessage, "log") {
+			return fmt.Errorf("message %q: want the pod and where to look", st.LastMessage)
+		}
+		return nil
+	})
+	pb := &storagev1.PVCBackup{}
+	if err := k8s.Get(testCtx, types.NamespacedName{Namespace: w.NS, Name: backupName(rc)}, pb); err != nil {
+		t.Fatal(err)
+	}
+	if pb.Spec.Trigger != nil {
+		t.Fatalf("the PVCBackup was triggered (%+v) after a failed save", pb.Spec.Trigger)
+	}
+}
