@@ -11,6 +11,7 @@ import (
 	"github.com/okgoes/okgoes-operator/controllers/storage/storagekit"
 	"github.com/okgoes/okgoes-operator/internal/errclass"
 	"github.com/okgoes/okgoes-operator/internal/mover"
+	"github.com/okgoes/okgoes-operator/internal/objectstore"
 )
 
 // checkImmutability is what spec.kopia.immutability needs before a run: the Kopia engine (a
@@ -35,7 +36,12 @@ func (r *PVCBackupReconciler) checkImmutability(ctx context.Context, s *scope, s
 	cctx, cancel := context.WithTimeout(ctx, storagekit.S3Timeout)
 	defer cancel()
 	enabled, err := store.ObjectLockEnabled(cctx)
-	if err != nil {
+	switch {
+	case objectstore.IsAccessDenied(err):
+		return errclass.Waiting(storagekit.ReasonCredentialsRejected, fmt.Sprintf("spec.kopia.immutability needs the bucket's object lock checked, "+
+			"and S3 refused to show the object lock configuration of bucket %q to the credentials: grant them s3:GetBucketObjectLockConfiguration (%v)",
+			pb.Spec.S3Bucket, err), r.Poll())
+	case err != nil:
 		return storagekit.ClassifyS3Error(err, pb.Spec.S3Bucket, r.Poll())
 	}
 	if !enabled {
