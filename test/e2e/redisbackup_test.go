@@ -46,10 +46,10 @@ func TestRedisCacheBackupAndRestore(t *testing.T) {
 		volumeFor(t, ns, c, "999:999") // the Redis image's uid
 	}
 	// The volume holds the snapshot, the append-only file, and either's rewrite: 3x the data.
-	size := resource.NewQuantity(max(bytes*3, 1<<30), resource.BinarySI)
-	size.RoundUp(resource.Giga)
+	// In whole GiB: resource.Quantity.RoundUp(resource.Giga) rounds to 10^9, making 1Gi 2G.
+	size := resource.MustParse(fmt.Sprintf("%dGi", (max(bytes*3, 1<<30)+1<<30-1)>>30))
 	if cfg.storageClass == "" && size.Cmp(resource.MustParse("1Gi")) > 0 {
-		t.Skipf("E2E_REDIS_BACKUP_BYTES=%d needs volumes of %s: run it with a storage class (the static volumes are 1Gi)", bytes, size)
+		t.Skipf("E2E_REDIS_BACKUP_BYTES=%d needs volumes of %s: run it with a storage class (the static volumes are 1Gi)", bytes, size.String())
 	}
 	persistence := map[string]any{"size": size.String(), "storageClassName": cfg.storageClass, "appendOnly": true}
 	location := map[string]any{"endpoint": s3.endpoint, "insecure": true, "credentialsSecretRef": map[string]any{"name": s3.secret}}
