@@ -282,7 +282,7 @@ func (r *RedisCacheReconciler) saveStep(ctx context.Context, s *scope, sv *cache
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	p, err := r.Redis.Persistence(ctx, m.addr(), s.password)
+	p, err := r.redis().Persistence(ctx, m.addr(), s.password)
 	if err != nil {
 		return &saveProblem{message: err.Error()}
 	}
@@ -290,7 +290,7 @@ func (r *RedisCacheReconciler) saveStep(ctx context.Context, s *scope, sv *cache
 		if p.BGSaveInProgress {
 			return &saveProblem{message: "a save started by Redis itself runs on " + sv.Pod + "; ours starts after it"}
 		}
-		if err := r.Redis.BGSave(ctx, m.addr(), s.password); err != nil {
+		if err := r.redis().BGSave(ctx, m.addr(), s.password); err != nil {
 			return &saveProblem{message: err.Error()} // e.g. an append-only file rewrite runs: retried
 		}
 		sv.Started, sv.SavesBefore = true, p.Saves
