@@ -103,8 +103,10 @@ k8s-assets: ## Build kube-apiserver, etcd, kubectl (bin/k8s), MinIO (bin/minio) 
 	hack/envtest-assets.sh
 
 .PHONY: bench-engines
-bench-engines: ## Benchmark the mover's kopia engine against restic (Debian's, apt-get install restic) on bin/minio; see docs/benchmarks.md. Quick run: BENCH_ENGINES_FLAGS='-scale 0.1'.
-	go run ./bench/engines $(BENCH_ENGINES_FLAGS)
+bench-engines: ## Benchmark the mover against restic 0.18.1 (bin/restic-0.18.1, built from the Go module proxy when missing) and the kopia CLI (bin/kopia) on bin/minio; see docs/benchmarks.md. Quick run: BENCH_ENGINES_FLAGS='-scale 0.05 -rounds 1'.
+	hack/tools/restic/build.sh $(LOCALBIN)/restic-0.18.1
+	hack/tools/kopia/build.sh $(LOCALBIN)/kopia
+	go run ./bench/engines -restic $(LOCALBIN)/restic-0.18.1 -kopia $(LOCALBIN)/kopia $(BENCH_ENGINES_FLAGS)
 
 .PHONY: bench-scale
 bench-scale: k8s-assets ## Scale harness (issue 13): own kube-apiserver + etcd with an audit log, bin/minio, the manager as a process; see docs/benchmarks.md. Full size: BENCH_SCALE_FLAGS='-backups 10000 -caches 1000 -scheduled 1000 -foreign 10000'.

@@ -3,13 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"os"
-	"os/exec"
 	"strings"
-	"time"
-
-	"github.com/minio/minio-go/v7"
 
 	"github.com/okgoes/okgoes-operator/internal/mover"
 )
@@ -30,7 +25,7 @@ func (b *bench) archiveBackup(ctx context.Context, engine, bin string) (string, 
 	id := "20261205T010000Z"
 	prefix := b.archivePrefix(engine)
 	err := b.step(ctx, engine+"/backup", prefix, func() measurement {
-		env := append(b.moverEnv(), backupEnv(id, prefix)...)
+		env := append(b.moverEnvAt("kopia-"+b.d.name+"/repo"), backupEnv(id, prefix)...)
 		env = append(env, mover.EnvEngine+"="+mover.EngineArchive, mover.EnvSourceDir+"="+b.source())
 		return runChild(ctx, b.work, env, bin, "backup")
 	})
@@ -46,45 +41,20 @@ func (b *bench) archiveRestore(ctx context.Context, engine, bin, manifestKey str
 		}
 	}
 	err := b.step(ctx, engine+"/restore", "", func() measurement {
-		env := append(b.moverEnv(), mover.EnvTargetDir+"="+target, mover.EnvManifestKey+"="+manifestKey,
+		env := append(b.moverEnvAt("kopia-"+b.d.name+"/repo"), mover.EnvTargetDir+"="+target, mover.EnvManifestKey+"="+manifestKey,
 			mover.EnvArchiveKey+"="+strings.TrimSuffix(manifestKey, ".manifest.json")+".tar.zst", mover.EnvEngine+"="+mover.EngineArchive)
 		return runChild(ctx, b.work, env, bin, "restore")
 	})
 	if err == nil {
-		b.identical(engine, target)
+		b.identical(engine, 0, target)
 	}
 	return err
 }
 
-// tarPutBackup is the yardstick: `tar -cf - .` of the source streamed into one object by
-// minio-go's PutObject (unknown size, the mover's part size, one part in flight). Its CPU is
-// tar's only; the upload runs in this process.
+// tarPutBackup is the yardstick: `tar -cf - .` of the source streamed into one object (tarPut).
 func (b *bench) tarPutBackup(ctx context.Context) error {
 	return b.step(ctx, tarPut+"/backup", b.archivePrefix(tarPut), func() measurement {
-		cmd := exec.CommandContext(ctx, "tar", "-cf", "-", ".")
-		cmd.Dir = b.source()
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			return measurement{Error: err.Error()}
-		}
-		start := time.Now()
-		if err := cmd.Start(); err != nil {
-			return measurement{Error: err.Error()}
-		}
-		_, putErr := b.s.client.PutObject(ctx, bucket, b.archivePrefix(tarPut)+"tree.tar", out, -1,
-			minio.PutObjectOptions{PartSize: mover.DefaultPartSize})
-		if putErr != nil {
-			io.Copy(io.Discard, out)
-		}
-		waitErr := cmd.Wait()
-		m := childMeasurement(cmd, start)
-		switch {
-		case putErr != nil:
-			m.Error = fmt.Sprintf("PutObject: %v", putErr)
-		case waitErr != nil:
-			m.Error = fmt.Sprintf("tar: %v", waitErr)
-		}
-		return m
+		return b.tarPut(ctx, b.archivePrefix(tarPut)+"tree.tar")
 	})
 }
 

@@ -8,6 +8,7 @@ import (
 	"log"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -22,7 +23,8 @@ type bench struct {
 	work string
 	d    dataset
 	res  datasetResults
-	dirs int // counter for fresh directories
+	cur  map[string]measurement // the steps of the current round
+	dirs int                    // counter for fresh directories
 }
 
 func (b *bench) source() string { return filepath.Join(b.work, b.d.name, "source") }
@@ -37,15 +39,13 @@ func (b *bench) fresh(kind string) string {
 	return p
 }
 
-func (b *bench) kopiaPrefix() string  { return "kopia-" + b.d.name + "/" }
-func (b *bench) resticPrefix() string { return "restic-" + b.d.name + "/" }
-
-// moverEnv is the environment of a mover Job: S3, the kopia repository, a new (emptyDir) cache.
-func (b *bench) moverEnv() []string {
+// moverEnvAt is the environment of a mover Job whose kopia repository is at prefix: S3, the
+// repository, a new (emptyDir) cache.
+func (b *bench) moverEnvAt(prefix string) []string {
 	e := []string{
 		mover.EnvEndpoint + "=" + b.s.endpoint, mover.EnvBucket + "=" + bucket, mover.EnvInsecure + "=true",
 		mover.EnvAccessKey + "=" + b.s.accessKey, mover.EnvSecretKey + "=" + b.s.secretKey,
-		mover.EnvEngine + "=" + mover.EngineKopia, mover.EnvKopiaPrefix + "=" + b.kopiaPrefix() + "repo",
+		mover.EnvEngine + "=" + mover.EngineKopia, mover.EnvKopiaPrefix + "=" + prefix,
 		mover.EnvKopiaPassword + "=" + kopiaPassword, mover.EnvKopiaCacheDir + "=" + b.fresh("kopia-cache"),
 		mover.EnvKopiaCacheLimit + "=" + fmt.Sprint(512<<20), // the controller's kopiaCacheLimit
 		mover.EnvSourceNamespace + "=bench", mover.EnvSourcePVC + "=" + b.d.name,
@@ -64,14 +64,8 @@ func backupEnv(id string, prefix string) []string {
 		mover.EnvProgressKey + "=" + prefix + "backups/" + id + ".progress.json"}
 }
 
-// resticEnv is restic's environment, with a new cache directory (as the mover's).
-func (b *bench) resticEnv() []string {
-	return []string{"RESTIC_REPOSITORY=s3:http://" + b.s.endpoint + "/" + bucket + "/" + strings.TrimSuffix(b.resticPrefix(), "/"),
-		"RESTIC_PASSWORD=" + resticPassword, "AWS_ACCESS_KEY_ID=" + b.s.accessKey, "AWS_SECRET_ACCESS_KEY=" + b.s.secretKey,
-		"RESTIC_CACHE_DIR=" + b.fresh("restic-cache")}
-}
-
-// step runs one measured step and records it; uploads are counted under prefix when not empty.
+// step runs one measured step and records it in the current round; uploads are counted under
+// prefix when not empty, and what the prefix holds afterwards is the step's Stored.
 func (b *bench) step(ctx context.Context, name, prefix string, run func() measurement) error {
 	var before int64
 	if prefix != "" {
@@ -88,9 +82,9 @@ func (b *bench) step(ctx context.Context, name, prefix string, run func() measur
 		if err != nil {
 			return err
 		}
-		m.Uploaded = after - before
+		m.Uploaded, m.Stored = after-before, after
 	}
-	b.res.Steps[name] = m
+	b.cur[name] = m
 	log.Printf("%s: %s %.1fs (CPU %.1fs), peak RSS %.0f MiB, uploaded %.1f MiB %s", b.d.name, name, m.Seconds, m.CPUSeconds,
 		float64(m.PeakRSS)/(1<<20), float64(m.Uploaded)/(1<<20), m.Error)
 	if m.Error != "" {
@@ -99,102 +93,145 @@ func (b *bench) step(ctx context.Context, name, prefix string, run func() measur
 	return nil
 }
 
-func (b *bench) kopiaBackup(ctx context.Context, name, id string) error {
-	return b.step(ctx, name, b.kopiaPrefix(), func() measurement {
-		env := append(b.moverEnv(), backupEnv(id, b.kopiaPrefix())...)
-		env = append(env, mover.EnvSourceDir+"="+b.source())
-		return runChild(ctx, b.work, env, b.f.mover, "backup")
-	})
-}
-
-func (b *bench) resticBackup(ctx context.Context, name string) error {
-	return b.step(ctx, name, b.resticPrefix(), func() measurement {
-		return runChild(ctx, b.source(), b.resticEnv(), b.f.restic, "backup", "--quiet", "--host", "bench", ".")
-	})
-}
-
+// run measures the dataset: -rounds rounds, each on a freshly generated source with new
+// repositories, the tools taking turns in an order rotated by one per round (a tool that ran
+// right after another's removal of a big tree, or with a warmer MinIO, does not always do so):
+// every tool's first backup, the shape's change, every tool's second backup, every tool's
+// restore into a new directory, each restored tree compared with the source. Steps holds the
+// medians over the rounds.
 func (b *bench) run(ctx context.Context) (datasetResults, error) {
 	d := b.d
-	b.res = datasetResults{Name: d.name, Files: d.files, Bytes: d.bytes(), Steps: map[string]measurement{}, Identical: map[string]string{}}
-	start := time.Now()
-	log.Printf("%s: generating %d files of %d bytes", d.name, d.files, d.fileSize)
-	if err := d.generate(b.source()); err != nil {
-		return b.res, err
-	}
-	b.res.Generate = time.Since(start).Seconds()
-	if err := settle(b.source()); err != nil {
-		return b.res, err
-	}
+	b.res = datasetResults{Name: d.name, Files: d.files, Steps: map[string]measurement{}, Identical: map[string]string{}}
 	if b.f.engine == mover.EngineArchive {
-		return b.runArchive(ctx)
-	}
-	if b.f.withRestic {
-		if m := runChild(ctx, b.work, b.resticEnv(), b.f.restic, "init"); m.Error != "" {
-			return b.res, fmt.Errorf("restic init: %s", m.Error)
-		}
-	}
-	if err := b.kopiaBackup(ctx, "kopia/first-backup", "20261205T010000Z"); err != nil {
-		return b.res, err
-	}
-	if b.f.withRestic {
-		if err := b.resticBackup(ctx, "restic/first-backup"); err != nil {
+		b.cur = b.res.Steps
+		if err := b.generate(); err != nil {
 			return b.res, err
 		}
+		return b.runArchive(ctx)
 	}
-	n, err := d.rewrite(b.source())
+	var err error
+	for round := range b.f.rounds {
+		if err = b.round(ctx, round); err != nil {
+			err = fmt.Errorf("round %d: %w", round+1, err)
+			break
+		}
+	}
+	b.res.Steps = medians(b.res.Rounds)
+	b.res.Targets = targets(b.res)
+	return b.res, err
+}
+
+// generate writes the source anew (generation 0) and settles it.
+func (b *bench) generate() error {
+	start := time.Now()
+	if err := os.RemoveAll(b.source()); err != nil {
+		return err
+	}
+	log.Printf("%s: generating", b.d.name)
+	if err := b.d.generate(b.source()); err != nil {
+		return err
+	}
+	files, bytes, err := treeSize(b.source())
 	if err != nil {
-		return b.res, err
+		return err
+	}
+	b.res.Files, b.res.Bytes, b.res.Generate = files, bytes, time.Since(start).Seconds()
+	return settle(b.source())
+}
+
+// round runs round r of the dataset (see run).
+func (b *bench) round(ctx context.Context, r int) error {
+	b.cur = map[string]measurement{}
+	b.res.Rounds = append(b.res.Rounds, b.cur)
+	if err := b.generate(); err != nil {
+		return err
+	}
+	tools := rotate(b.tools(), r)
+	log.Printf("%s: round %d of %d, order %v", b.d.name, r+1, b.f.rounds, tools)
+	for _, t := range tools {
+		if err := b.initRepo(ctx, t, r); err != nil {
+			return err
+		}
+	}
+	for _, t := range tools {
+		if err := b.backup(ctx, t, "first-backup", r); err != nil {
+			return err
+		}
+	}
+	n, err := b.d.rewrite(b.source())
+	if err != nil {
+		return err
 	}
 	b.res.Rewritten = n
 	if err := settle(b.source()); err != nil {
-		return b.res, err
+		return err
 	}
-	if err := b.kopiaBackup(ctx, "kopia/second-backup", "20261205T020000Z"); err != nil {
-		return b.res, err
-	}
-	if b.f.withRestic {
-		if err := b.resticBackup(ctx, "restic/second-backup"); err != nil {
-			return b.res, err
+	for _, t := range tools {
+		if err := b.backup(ctx, t, "second-backup", r); err != nil {
+			return err
 		}
 	}
-	if b.f.restore {
-		target := b.fresh("kopia-restore")
-		err := b.step(ctx, "kopia/restore", "", func() measurement {
-			env := append(b.moverEnv(), mover.EnvTargetDir+"="+target,
-				mover.EnvManifestKey+"="+b.kopiaPrefix()+"backups/20261205T020000Z.manifest.json")
-			return runChild(ctx, b.work, env, b.f.mover, "restore")
-		})
+	if !b.f.restore {
+		return nil
+	}
+	for _, t := range tools {
+		target, err := b.restore(ctx, t, r)
 		if err != nil {
-			return b.res, err
+			return err
 		}
-		b.identical("kopia", target)
-		if b.f.withRestic {
-			target := b.fresh("restic-restore")
-			err := b.step(ctx, "restic/restore", "", func() measurement {
-				return runChild(ctx, b.work, b.resticEnv(), b.f.restic, "restore", "latest", "--host", "bench", "--target", target)
-			})
-			if err != nil {
-				return b.res, err
-			}
-			// restic 0.14 restores a backup of "." under the source's absolute path
-			if _, err := os.Stat(filepath.Join(target, b.source())); err == nil {
-				target = filepath.Join(target, b.source())
-			}
-			b.identical("restic", target)
-		}
+		b.identical(t, r, target)
 	}
-	b.res.Targets = targets(b.res)
-	return b.res, nil
+	return nil
 }
 
-// identical records whether the restored tree equals the source, then removes it.
-func (b *bench) identical(engine, target string) {
+// tools are the tools measured, in -tools order.
+func (b *bench) tools() []string {
+	var ts []string
+	for _, t := range strings.Split(b.f.tools, ",") {
+		if t == toolRestic && !b.f.withRestic {
+			continue
+		}
+		ts = append(ts, t)
+	}
+	return ts
+}
+
+// rotate is ts rotated left by r.
+func rotate(ts []string, r int) []string {
+	if len(ts) == 0 {
+		return ts
+	}
+	r %= len(ts)
+	return append(slices.Clone(ts[r:]), ts[:r]...)
+}
+
+// treeSize counts the regular files under root and their bytes.
+func treeSize(root string) (files int, bytes int64, err error) {
+	err = filepath.WalkDir(root, func(_ string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return err
+		}
+		info, err := d.Info()
+		if err == nil {
+			files++
+			bytes += info.Size()
+		}
+		return err
+	})
+	return files, bytes, err
+}
+
+// identical records whether the restored tree equals the source (the first difference of any
+// round is kept), then removes it.
+func (b *bench) identical(engine string, round int, target string) {
 	start := time.Now()
 	verdict := "identical"
 	if err := sameTree(b.source(), target); err != nil {
-		verdict = "DIFFERENT: " + err.Error()
+		verdict = fmt.Sprintf("DIFFERENT in round %d: %v", round+1, err)
 	}
-	b.res.Identical[engine] = verdict
+	if prev, ok := b.res.Identical[engine]; !ok || prev == "identical" {
+		b.res.Identical[engine] = verdict
+	}
 	log.Printf("%s: %s restore %s (checked in %v)", b.d.name, engine, verdict, time.Since(start).Round(time.Second))
 	os.RemoveAll(target)
 }

@@ -15,6 +15,12 @@ type dataset struct {
 	fileSize int
 	// fill writes the content of file i of the given generation into buf (len fileSize).
 	fill func(buf []byte, i, generation int)
+	// sizeOf, when set, is the size of file i (at most fileSize) instead of fileSize.
+	sizeOf func(i int) int
+	// make and change, when set, replace generate's and rewrite's tree of numbered files
+	// (shapes.go).
+	make   func(root string) error
+	change func(root string) (int, error)
 }
 
 // modes vary across files so that the restored trees' modes are checked for real.
@@ -24,10 +30,11 @@ func (d dataset) path(root string, i int) string {
 	return filepath.Join(root, fmt.Sprintf("d%04d", i/d.perDir), fmt.Sprintf("f%07d", i))
 }
 
-func (d dataset) bytes() int64 { return int64(d.files) * int64(d.fileSize) }
-
 // generate writes the whole tree (generation 0).
 func (d dataset) generate(root string) error {
+	if d.make != nil {
+		return d.make(root)
+	}
 	buf := make([]byte, d.fileSize)
 	for i := range d.files {
 		if i%d.perDir == 0 {
@@ -43,6 +50,9 @@ func (d dataset) generate(root string) error {
 }
 
 func (d dataset) write(root string, buf []byte, i, generation int) error {
+	if d.sizeOf != nil {
+		buf = buf[:d.sizeOf(i)]
+	}
 	d.fill(buf, i, generation)
 	p := d.path(root, i)
 	if err := os.WriteFile(p, buf, 0o600); err != nil {
@@ -54,6 +64,9 @@ func (d dataset) write(root string, buf []byte, i, generation int) error {
 // rewrite gives 1 % of the files (every 100th, at least one) new content of the same size, as
 // an application rewriting some of its files between two backups would. It returns their count.
 func (d dataset) rewrite(root string) (int, error) {
+	if d.change != nil {
+		return d.change(root)
+	}
 	buf := make([]byte, d.fileSize)
 	n := 0
 	for i := 50 % d.files; i < d.files; i += 100 {
@@ -98,10 +111,12 @@ func logFill(buf []byte, i, generation int) {
 	}
 }
 
-// datasets of the issue at scale 1, at the given scale (the file count scales, the file size not).
+// datasets at the given scale: issue 35's shapes (shapes.go) and issue 12's trees of files of one
+// size (the file count scales, the file size not; an in-place shape's bytes scale).
 func datasets(scale float64) []dataset {
-	n := func(full int) int { return max(1, int(float64(full)*scale+0.5)) }
+	n := func(full int) int { return scaled(full, scale) }
 	return []dataset{
+		sourceTree(scale), dbPages(scale), vmImage(scale), smallFiles(scale), logsAppend(scale),
 		{name: "random-1MiB", files: n(1024), perDir: 100, fileSize: 1 << 20, fill: randomFill},
 		{name: "small-4KiB", files: n(200_000), perDir: 1000, fileSize: 4 << 10, fill: randomFill},
 		{name: "logs", files: n(1024), perDir: 100, fileSize: 1 << 20, fill: logFill},

@@ -1,12 +1,17 @@
-// Command engines benchmarks the mover's kopia engine against restic (Debian's `restic`) on the
-// datasets of issue 12, with one MinIO (bin/minio) on loopback for both. For each dataset it runs,
-// interleaved: the mover's first backup, restic's first backup, a rewrite of 1 % of the files,
-// both second backups, a mover restore and a restic restore into empty directories, each
-// restored tree checked against the source (content and mode). Every engine runs as a child
-// process, so that its peak RSS is the kernel's ru_maxrss of that process.
+// Command engines benchmarks the mover's kopia engine against restic 0.18.1, the stock kopia CLI
+// and a raw `tar | PutObject` on the data shapes of issue 35 (shapes.go; issue 12's by name),
+// with one MinIO (bin/minio) on loopback for all. Each dataset is measured in -rounds interleaved
+// rounds (bench.go: run), each on new repositories with the tools' order rotated: every tool's
+// first backup, the shape's change (files rewritten, pages or blocks rewritten in place, logs
+// appended), every second backup, every restore into an empty directory, each restored tree
+// checked against the source (content and mode). Every tool runs as a child process, so that its
+// peak RSS is the kernel's ru_maxrss of that process, with a new cache directory per run as the
+// mover in its Job. The tables give medians over the rounds, their spread and the ratios
+// mover ÷ restic, mover ÷ kopia CLI and mover ÷ raw (report.go).
 //
-//	go run ./bench/engines -scale 0.1                      # a quick run
-//	go run ./bench/engines -datasets random-1MiB,small-4KiB,logs
+//	make bench-engines                                     # builds bin/restic-0.18.1 and bin/kopia when missing
+//	go run ./bench/engines -scale 0.05 -rounds 1           # a quick run
+//	go run ./bench/engines -datasets source-tree,small-files -tools mover,restic,raw -rounds 5
 //	go run ./bench/engines -datasets million-1KiB -restore=false
 //
 // With -engine archive it measures the archive engine instead (issue 13): the mover's backup
@@ -55,6 +60,9 @@ type flags struct {
 	mover      string
 	minio      string
 	restic     string
+	kopia      string
+	tools      string
+	rounds     int
 	withRestic bool
 	restore    bool
 	moverEnv   string
@@ -74,21 +82,25 @@ type run struct {
 	Scale         float64          `json:"scale"`
 	MoverEnv      []string         `json:"moverEnv,omitempty"`
 	ResticVersion string           `json:"resticVersion,omitempty"`
+	KopiaVersion  string           `json:"kopiaCLIVersion,omitempty"`
+	Tools         string           `json:"tools,omitempty"`
+	Rounds        int              `json:"rounds,omitempty"`
 	GoVersion     string           `json:"goVersion"`
 	CPUs          int              `json:"cpus"`
 	Datasets      []datasetResults `json:"datasets"`
 }
 
 type datasetResults struct {
-	Name      string                 `json:"name"`
-	Files     int                    `json:"files"`
-	Bytes     int64                  `json:"bytes"`
-	Rewritten int                    `json:"rewrittenFiles"`
-	Generate  float64                `json:"generateSeconds"`
-	Steps     map[string]measurement `json:"steps"` // engine/step, e.g. "kopia/first-backup"
-	Identical map[string]string      `json:"identical,omitempty"`
-	Targets   []target               `json:"targets"`
-	Error     string                 `json:"error,omitempty"` // the run of the dataset stopped here
+	Name      string                   `json:"name"`
+	Files     int                      `json:"files"`
+	Bytes     int64                    `json:"bytes"`
+	Rewritten int                      `json:"rewrittenFiles"`
+	Generate  float64                  `json:"generateSeconds"`
+	Steps     map[string]measurement   `json:"steps"`            // tool/step, e.g. "mover/first-backup": medians of the rounds
+	Rounds    []map[string]measurement `json:"rounds,omitempty"` // each round's steps
+	Identical map[string]string        `json:"identical,omitempty"`
+	Targets   []target                 `json:"targets"`
+	Error     string                   `json:"error,omitempty"` // the run of the dataset stopped here
 }
 
 type target struct {
@@ -99,13 +111,17 @@ type target struct {
 
 func main() {
 	var f flags
-	flag.Float64Var(&f.scale, "scale", 1, "file counts of the datasets relative to the issue's (1 = 1 GiB, 200,000 and 1,000,000 files)")
-	flag.StringVar(&f.datasets, "datasets", "random-1MiB,small-4KiB,logs", "comma-separated datasets: random-1MiB, small-4KiB, logs, million-1KiB")
+	flag.Float64Var(&f.scale, "scale", 1, "size of the datasets relative to the issues' (1 = source-tree 15,000 files, db-pages 1 GiB, vm-image 2 GiB, small-files 100,000 files, ...)")
+	flag.StringVar(&f.datasets, "datasets", "source-tree,db-pages,vm-image,small-files,logs-append",
+		"comma-separated datasets: source-tree, db-pages, vm-image, small-files, logs-append (issue 35); random-1MiB, small-4KiB, logs, million-1KiB (issue 12)")
+	flag.IntVar(&f.rounds, "rounds", 3, "interleaved rounds per dataset, each on new repositories, the tools' order rotated by one per round")
+	flag.StringVar(&f.tools, "tools", strings.Join(allTools, ","), "comma-separated tools: mover, restic, kopia-cli, raw (tar | PutObject, GetObject | tar -x)")
+	flag.StringVar(&f.kopia, "kopia", "bin/kopia", "the stock kopia CLI (hack/tools/kopia/build.sh)")
 	flag.StringVar(&f.workDir, "workdir", "", "directory for the datasets, restores, caches and MinIO's data (default: a new temporary directory)")
 	flag.BoolVar(&f.keep, "keep", false, "keep the work directory")
 	flag.StringVar(&f.mover, "mover", "", "mover binary, the program of the backup Jobs (default: ./cmd/mover built from this module with CGO_ENABLED=0)")
 	flag.StringVar(&f.minio, "minio", "bin/minio", "MinIO server binary")
-	flag.StringVar(&f.restic, "restic", "restic", "restic binary")
+	flag.StringVar(&f.restic, "restic", "bin/restic-0.18.1", "restic binary (hack/tools/restic/build.sh)")
 	flag.BoolVar(&f.withRestic, "with-restic", true, "run restic too")
 	flag.BoolVar(&f.restore, "restore", true, "run the restores")
 	flag.StringVar(&f.moverEnv, "mover-env", "", "comma-separated K=V added to the mover's environment (a knob to measure, e.g. GOMEMLIMIT=192MiB)")
@@ -154,7 +170,7 @@ func benchmark(ctx context.Context, f flags) error {
 		}
 	}
 	r := run{Date: time.Now().UTC(), Command: strings.Join(append([]string{"go run ./bench/engines"}, os.Args[1:]...), " "), Note: f.note, Scale: f.scale,
-		GoVersion: runtime.Version(), CPUs: runtime.NumCPU()}
+		GoVersion: runtime.Version(), CPUs: runtime.NumCPU(), Tools: f.tools, Rounds: f.rounds}
 	if f.moverEnv != "" {
 		r.MoverEnv = strings.Split(f.moverEnv, ",")
 	}
@@ -164,12 +180,37 @@ func benchmark(ctx context.Context, f flags) error {
 	if f.engine == mover.EngineArchive {
 		f.withRestic = false // the archive engine's yardsticks are tar | PutObject and -base-mover
 	}
-	if f.withRestic {
+	for _, p := range []*string{&f.restic, &f.kopia, &f.mover, &f.baseMover} {
+		if strings.Contains(*p, "/") { // the tools run in other directories
+			if abs, err := filepath.Abs(*p); err == nil {
+				*p = abs
+			}
+		}
+	}
+	for _, t := range strings.Split(f.tools, ",") {
+		if !slices.Contains(allTools, t) {
+			return fmt.Errorf("-tools: %q is none of %v", t, allTools)
+		}
+	}
+	if f.rounds < 1 {
+		return fmt.Errorf("-rounds %d: at least 1", f.rounds)
+	}
+	uses := func(t string) bool {
+		return f.engine == mover.EngineKopia && slices.Contains(strings.Split(f.tools, ","), t)
+	}
+	if f.withRestic && uses(toolRestic) {
 		v, err := exec.Command(f.restic, "version").Output()
 		if err != nil {
-			return fmt.Errorf("%s version: %w (apt-get install -y restic)", f.restic, err)
+			return fmt.Errorf("%s version: %w (hack/tools/restic/build.sh builds it)", f.restic, err)
 		}
 		r.ResticVersion = strings.TrimSpace(string(v))
+	}
+	if uses(toolKopiaCLI) {
+		v, err := exec.Command(f.kopia, "--version").Output()
+		if err != nil {
+			return fmt.Errorf("%s --version: %w (hack/tools/kopia/build.sh builds it)", f.kopia, err)
+		}
+		r.KopiaVersion = strings.TrimSpace(string(v))
 	}
 	earlier, err := earlierRuns(f.out)
 	if err != nil {

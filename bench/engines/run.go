@@ -18,6 +18,7 @@ type measurement struct {
 	CPUSeconds float64 `json:"cpuSeconds,omitempty"`
 	PeakRSS    int64   `json:"peakRSSBytes"`
 	Uploaded   int64   `json:"uploadedBytes,omitempty"` // bytes added under the engine's prefix
+	Stored     int64   `json:"storedBytes,omitempty"`   // bytes under the engine's prefix after the step
 	Error      string  `json:"error,omitempty"`
 }
 
