@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	cachev1beta1 "github.com/okgoes/okgoes-operator/api/cache/v1beta1"
+	storagev1 "github.com/okgoes/okgoes-operator/api/storage/v1"
 	"github.com/okgoes/okgoes-operator/internal/redisadmin"
 )
 
@@ -237,6 +238,44 @@ func decidePrimary(members []*member, previous string, keep int32, since, now ti
 	return e
 }
 
+// restoredPollInterval is how often the first election of a restored cache looks again for the
+// pod that holds the restored data while it is not ready (loading a large dataset takes a while).
+const restoredPollInterval = 2 * time.Second
+
+// restoredAwaitingElection tells whether rc was restored (spec.restoreFrom, status.restore
+// Succeeded) and has had no primary since: its first primary must be the pod whose volume the
+// restore wrote, ordinal 0 (data-<name>-0).
+func restoredAwaitingElection(rc *cachev1beta1.RedisCache) bool {
+	st := rc.Status.Restore
+	return st != nil && st.Phase == storagev1.RestoreSucceeded && (rc.Status.Replication == nil || rc.Status.Replication.Primary == "")
+}
+
+// electRestoredFirst overrides the first election of a restored cache: only the pod of ordinal 0
+// holds the backup; every other pod starts empty. Electing one of them (the first up, while pod 0
+// is still loading a large dataset) would make pod 0 resync to the empty primary and drop the
+// restored data: seen on real pods with a 1 GiB backup (the election's gathering wait ended
+// before pod 0 had loaded). So the election waits for pod 0, however long its loading takes (the
+// cache serves nothing before: no pod is the primary), and elects it.
+func electRestoredFirst(e election, members []*member, restored bool) election {
+	if !restored || e.old != nil {
+		return e
+	}
+	for _, m := range members {
+		if m.ordinal != 0 {
+			continue
+		}
+		if m.gone() || m.info == nil || !m.ready() {
+			break
+		}
+		e.primary, e.promote, e.wait = m, true, 0
+		e.message = "the first primary of a restored cache is " + m.pod.Name + ", whose volume holds the restored backup"
+		return e
+	}
+	e.primary, e.promote, e.wait = nil, false, restoredPollInterval
+	e.message = "waiting for pod 0, whose volume holds the restored backup, to load it and answer: electing another pod would make it resync the restored data away"
+	return e
+}
+
 // candidates counts the pods that could be elected (ready, answering, kept by the scale), and
 // tells whether all of them just started: fenced, replicas of the boot address.
 func candidates(members []*member, keep int32) (n int32, fresh bool) {
@@ -309,6 +348,7 @@ func (r *RedisCacheReconciler) reconcileReplication(ctx context.Context, s *scop
 		previous = st.Primary
 	}
 	e := decidePrimary(members, previous, desiredReplicas(s.cache), since, now, failoverAfter(s.cache), s.cache.Spec.Persistence != nil)
+	e = electRestoredFirst(e, members, restoredAwaitingElection(s.cache))
 	obs := &replicationObservation{reason: e.reason, message: e.message, wait: e.wait, lag: map[string]int64{}, servers: map[string]*redisadmin.Info{}, members: members}
 	s.obs.replication = obs
 	for _, m := range members {

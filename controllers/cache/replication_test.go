@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	cachev1beta1 "github.com/okgoes/okgoes-operator/api/cache/v1beta1"
+	storagev1 "github.com/okgoes/okgoes-operator/api/storage/v1"
 	"github.com/okgoes/okgoes-operator/internal/redisadmin"
 )
 
@@ -296,5 +297,50 @@ func TestFormerPrimaryAtLarge(t *testing.T) {
 		if got := formerPrimaryAtLarge(tc.p, append(tc.members, tc.p), now); got != tc.want {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
 		}
+	}
+}
+
+// TestElectRestoredFirst: the first primary of a restored cache is pod 0, whose volume the
+// restore wrote. Pod 1 starts empty; while pod 0 still loads a large backup (not ready, or not
+// answering) the gathering wait of a persistent cache ends and decidePrimary elects pod 1 (the
+// 1 GiB e2e restore came back empty so: pod 0 resynced to it). The restore overrides that: wait,
+// however long, then pod 0. A cache not restored, or one that had a primary, is left alone.
+func TestElectRestoredFirst(t *testing.T) {
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	after := 10 * time.Second
+	loading := []*member{testMember(0, "", false, nil), testMember(1, "", true, withKeys(fenced(), 0))}
+	e := decidePrimary(loading, "", 2, now.Add(-time.Minute), now, after, true)
+	if e.primary == nil || e.primary.pod.Name != "c-1" || !e.promote {
+		t.Fatalf("the election without the restore: %+v, want c-1 (the case this guards against)", e)
+	}
+	if got := electRestoredFirst(e, loading, true); got.primary != nil || got.promote || got.wait != restoredPollInterval {
+		t.Errorf("restored, pod 0 still loading: %+v, want no election and a poll", got)
+	}
+	if got := electRestoredFirst(e, loading, false); got.primary == nil || got.primary.pod.Name != "c-1" {
+		t.Errorf("not restored: %+v, want decidePrimary's choice kept", got)
+	}
+	loaded := []*member{testMember(0, "", true, withKeys(fenced(), 1000)), testMember(1, "", true, withKeys(fenced(), 0))}
+	gathering := decidePrimary(loaded[1:], "", 2, now, now, after, true) // pod 0 not seen yet: gathering
+	if got := electRestoredFirst(gathering, loaded, true); got.primary == nil || got.primary.pod.Name != "c-0" || !got.promote || got.wait != 0 {
+		t.Errorf("restored, pod 0 loaded: %+v, want c-0 elected at once", got)
+	}
+	kept := decidePrimary([]*member{testMember(0, rolePrimary, true, primaryAt(5)), testMember(1, roleReplica, true, replicaAt(5))}, "c-0", 2, now, now, after, true)
+	if got := electRestoredFirst(kept, loaded, true); got.primary == nil || got.primary.pod.Name != "c-0" || got.promote {
+		t.Errorf("a labelled primary: %+v, want it kept, nothing promoted", got)
+	}
+}
+
+func TestRestoredAwaitingElection(t *testing.T) {
+	rc := &cachev1beta1.RedisCache{}
+	if restoredAwaitingElection(rc) {
+		t.Error("a cache not restored awaits the restored pod")
+	}
+	rc.Status.Restore = &cachev1beta1.RestoreStatus{Phase: storagev1.RestoreSucceeded}
+	if !restoredAwaitingElection(rc) {
+		t.Error("a restored cache with no primary yet does not wait for pod 0")
+	}
+	rc.Status.Replication = &cachev1beta1.ReplicationStatus{Primary: "c-1"}
+	if restoredAwaitingElection(rc) {
+		t.Error("a restored cache that had a primary still overrides its elections")
 	}
 }

@@ -183,6 +183,13 @@ func claimVolume(claim string, readOnly bool) ([]corev1.Volume, []corev1.VolumeM
 // do: the provisioner makes the volume.
 func volumeFor(t *testing.T, ns, claim, owner string) {
 	t.Helper()
+	volumeOfSize(t, ns, claim, owner, "1Gi")
+}
+
+// volumeOfSize is volumeFor with a capacity other than 1Gi (a hostPath volume holds what the
+// node's disk has room for; the capacity only lets a larger claim bind).
+func volumeOfSize(t *testing.T, ns, claim, owner, size string) {
+	t.Helper()
 	if cfg.storageClass != "" {
 		return
 	}
@@ -196,7 +203,7 @@ func volumeFor(t *testing.T, ns, claim, owner string) {
 	pv := &corev1.PersistentVolume{
 		ObjectMeta: metav1.ObjectMeta{Name: "e2e-" + dir},
 		Spec: corev1.PersistentVolumeSpec{
-			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
+			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse(size)},
 			AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
 			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
 			ClaimRef:                      &corev1.ObjectReference{Namespace: ns, Name: claim},
