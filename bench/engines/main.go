@@ -70,6 +70,7 @@ type flags struct {
 	baseMover  string
 	baseLast   bool
 	restoreDir string
+	wrap       string
 	out        string
 	note       string
 }
@@ -85,6 +86,7 @@ type run struct {
 	KopiaVersion  string           `json:"kopiaCLIVersion,omitempty"`
 	Tools         string           `json:"tools,omitempty"`
 	Rounds        int              `json:"rounds,omitempty"`
+	RestoreFS     string           `json:"restoreFS,omitempty"` // the file system of the restore targets
 	GoVersion     string           `json:"goVersion"`
 	CPUs          int              `json:"cpus"`
 	Datasets      []datasetResults `json:"datasets"`
@@ -128,8 +130,9 @@ func main() {
 	flag.StringVar(&f.engine, "engine", mover.EngineKopia, "mover engine to measure: kopia (against restic) or archive (against tar | PutObject, and -base-mover)")
 	flag.StringVar(&f.baseMover, "base-mover", "", "with -engine archive: a second mover binary (e.g. of an earlier commit) measured interleaved with -mover")
 	flag.BoolVar(&f.baseLast, "base-last", false, "run each step of -base-mover after the mover's instead of before (run both orders: a restore of many files is slower after the removal of another)")
-	flag.StringVar(&f.restoreDir, "restore-dir", "", "directory for the archive engine's restore targets, e.g. on a tmpfs to measure the mover without the disk (default: the work directory)")
+	flag.StringVar(&f.restoreDir, "restore-dir", "", "directory for the restore targets, e.g. on a tmpfs to measure the tools without the disk, or on a file system with a journal (docs/benchmarks.md, \"Restore: where the time goes\") (default: the work directory)")
 	flag.StringVar(&f.out, "out", filepath.Join("docs", "benchmarks", "engines-"+time.Now().UTC().Format("2006-01-02")+".json"), "JSON file the run is appended to")
+	flag.StringVar(&f.wrap, "wrap-mover-restore", "", "a command the mover's restore runs under, to profile it (e.g. 'strace -f -c -o /tmp/restore.strace'): its times then include the wrapper's")
 	flag.StringVar(&f.note, "note", "", "free text recorded with the run")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -211,6 +214,16 @@ func benchmark(ctx context.Context, f flags) error {
 			return fmt.Errorf("%s --version: %w (hack/tools/kopia/build.sh builds it)", f.kopia, err)
 		}
 		r.KopiaVersion = strings.TrimSpace(string(v))
+	}
+	restoreDir := f.restoreDir
+	if restoreDir == "" {
+		restoreDir = work
+	}
+	var noJournal bool
+	if r.RestoreFS, noJournal = restoreFS(restoreDir); noJournal {
+		log.Printf("WARNING: the restores write to %s: a restore of many files after the removal of another tree "+
+			"(every round removes some) costs several times the CPU there, whichever tool runs it; "+
+			"-restore-dir on a file system with a journal measures the tools instead (docs/benchmarks.md)", r.RestoreFS)
 	}
 	earlier, err := earlierRuns(f.out)
 	if err != nil {

@@ -86,6 +86,15 @@ func (b *bench) backup(ctx context.Context, tool, step string, round int) error 
 // the directory that holds the restored tree.
 func (b *bench) restore(ctx context.Context, tool string, round int) (string, error) {
 	target := b.fresh(tool + "-restore")
+	if b.f.restoreDir != "" {
+		var err error
+		if target, err = os.MkdirTemp(b.f.restoreDir, tool+"-restore-"); err != nil {
+			return "", err
+		}
+		if err := os.Chmod(target, 0o755); err != nil { // as b.fresh's: restic leaves the root's mode as it finds it
+			return "", err
+		}
+	}
 	prefix := b.prefix(tool, round)
 	var kopiaRoot string
 	if tool == toolKopiaCLI {
@@ -99,6 +108,10 @@ func (b *bench) restore(ctx context.Context, tool string, round int) (string, er
 		case toolMover:
 			env := append(b.moverEnv(round), mover.EnvTargetDir+"="+target,
 				mover.EnvManifestKey+"="+prefix+"backups/20261205T020000Z.manifest.json")
+			if b.f.wrap != "" {
+				wrap := strings.Fields(b.f.wrap)
+				return runChild(ctx, b.work, env, wrap[0], append(wrap[1:], b.f.mover, "restore")...)
+			}
 			return runChild(ctx, b.work, env, b.f.mover, "restore")
 		case toolRestic:
 			return runChild(ctx, b.work, b.resticEnv(round), b.f.restic, "restore", "latest", "--host", "bench", "--target", target)
