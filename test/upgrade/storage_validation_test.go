@@ -119,9 +119,14 @@ func storedBackup() *unstructured.Unstructured {
 // CRDs, and waits until they are served.
 func applyStorageCRDs(t *testing.T, ctx context.Context, k8s client.Client, env *envtest.Environment, dir string) []*apiextensionsv1.CustomResourceDefinition {
 	t.Helper()
+	// PVCBackup and PVCRestore in every release; BackupCatalog from 0.5.0 on.
 	paths, err := filepath.Glob(filepath.Join(dir, "storage.okgoes.com_*.yaml"))
-	if err != nil || len(paths) != 2 {
-		t.Fatalf("want the two storage CRDs in %s, found %v (%v)", dir, paths, err)
+	have := map[string]bool{}
+	for _, p := range paths {
+		have[filepath.Base(p)] = true
+	}
+	if err != nil || !have["storage.okgoes.com_pvcbackups.yaml"] || !have["storage.okgoes.com_pvcrestores.yaml"] {
+		t.Fatalf("want the PVCBackup and PVCRestore CRDs in %s, found %v (%v)", dir, paths, err)
 	}
 	var crds []*apiextensionsv1.CustomResourceDefinition
 	for _, p := range paths {
