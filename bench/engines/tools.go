@@ -25,7 +25,7 @@ import (
 //     stock policy: no compression, 4 MiB-average dynamic chunks);
 //   - raw: `tar -cf - . | PutObject` and `GetObject | tar -xf -`, no repository: the floor a
 //     restore of a tree could reach; its second backup is a whole copy again (it has nothing
-//     incremental), which replaces the first.
+//     incremental), kept beside the first as a second backup is.
 const (
 	toolMover    = "mover"
 	toolRestic   = "restic"
@@ -77,7 +77,7 @@ func (b *bench) backup(ctx context.Context, tool, step string, round int) error 
 			b.clearKopiaCache(round)
 			return runChild(ctx, b.work, b.kopiaEnv(round), b.f.kopia, "snapshot", "create", "--no-progress", b.source())
 		default:
-			return b.tarPut(ctx, prefix+"tree.tar")
+			return b.tarPut(ctx, prefix+step+".tar") // a new object: its bytes are the step's upload
 		}
 	})
 }
@@ -119,7 +119,7 @@ func (b *bench) restore(ctx context.Context, tool string, round int) (string, er
 			b.clearKopiaCache(round)
 			return runChild(ctx, b.work, b.kopiaEnv(round), b.f.kopia, "restore", "--no-progress", kopiaRoot, target)
 		default:
-			return b.getTar(ctx, prefix+"tree.tar", target)
+			return b.getTar(ctx, prefix+"second-backup.tar", target)
 		}
 	})
 	// restic 0.14 restored a backup of "." under the source's absolute path
