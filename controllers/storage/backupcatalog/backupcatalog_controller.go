@@ -15,14 +15,11 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	storagev1 "github.com/okgoes/okgoes-operator/api/storage/v1"
 	"github.com/okgoes/okgoes-operator/controllers/storage/storagekit"
 	"github.com/okgoes/okgoes-operator/internal/errclass"
-	"github.com/okgoes/okgoes-operator/internal/flowcontrol"
 	"github.com/okgoes/okgoes-operator/internal/statuspatch"
 )
 
@@ -151,14 +148,10 @@ func (r *BackupCatalogReconciler) SetupWithManager(mgr ctrl.Manager, opts storag
 	if err := r.Check(); err != nil {
 		return err
 	}
-	var rec reconcile.Reconciler = r
-	if opts.Wrap != nil {
-		rec = opts.Wrap(r)
-	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&storagev1.BackupCatalog{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Owns(&batchv1.Job{}).
-		WithOptions(controller.Options{MaxConcurrentReconciles: opts.MaxConcurrentReconciles, RateLimiter: flowcontrol.RateLimiter()}).
+		WithOptions(opts.Controller()).
 		Named("backupcatalog").
-		Complete(rec)
+		Complete(opts.Reconciler(r))
 }

@@ -13,7 +13,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -23,7 +22,6 @@ import (
 
 	storagev1 "github.com/okgoes/okgoes-operator/api/storage/v1"
 	"github.com/okgoes/okgoes-operator/controllers/storage/storagekit"
-	"github.com/okgoes/okgoes-operator/internal/flowcontrol"
 )
 
 // runObjectsIndex indexes the manager's cache of Jobs, PVCs and VolumeSnapshots by the PVCBackup
@@ -108,14 +106,7 @@ func (r *PVCBackupReconciler) SetupWithManager(mgr ctrl.Manager, opts storagekit
 	if r.SnapshotsAvailable {
 		b = b.Watches(&snapshotv1.VolumeSnapshot{}, owner)
 	}
-	var rec reconcile.Reconciler = r
-	if opts.Wrap != nil {
-		rec = opts.Wrap(r)
-	}
-	c, err := b.WithOptions(controller.Options{
-		MaxConcurrentReconciles: opts.MaxConcurrentReconciles,
-		RateLimiter:             flowcontrol.RateLimiter(),
-	}).Named("pvcbackup").Build(rec)
+	c, err := b.WithOptions(opts.Controller()).Named("pvcbackup").Build(opts.Reconciler(r))
 	if err != nil {
 		return err
 	}

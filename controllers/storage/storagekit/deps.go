@@ -13,8 +13,10 @@ import (
 	"k8s.io/client-go/tools/record"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/okgoes/okgoes-operator/internal/flowcontrol"
 	"github.com/okgoes/okgoes-operator/internal/objectstore"
 	"github.com/okgoes/okgoes-operator/internal/schedule"
 )
@@ -96,6 +98,20 @@ type Options struct {
 	MaxConcurrentReconciles int
 	// Wrap, when set, wraps the reconciler (instrumentation, e.g. counting reconciles in tests).
 	Wrap func(reconcile.Reconciler) reconcile.Reconciler
+}
+
+// Reconciler is r, wrapped when Wrap is set: what every storage controller registers.
+func (o Options) Reconciler(r reconcile.Reconciler) reconcile.Reconciler {
+	if o.Wrap != nil {
+		return o.Wrap(r)
+	}
+	return r
+}
+
+// Controller is the controller options every storage controller runs with: the workers asked
+// for and the operator's rate limiter.
+func (o Options) Controller() controller.Options {
+	return controller.Options{MaxConcurrentReconciles: o.MaxConcurrentReconciles, RateLimiter: flowcontrol.RateLimiter()}
 }
 
 // CachedObjects restricts the manager's Job informer to the operator's own Jobs (every mover Job
