@@ -38,7 +38,8 @@
 #
 # Storage: the CSI hostpath driver v1.18.0 with its provisioner, snapshotter and registrar sidecars,
 # the snapshot CRDs and snapshot-controller of external-snapshotter v8.6.0, a default StorageClass
-# (csi-hostpath-sc) and a default VolumeSnapshotClass (csi-hostpath-snapclass): built from
+# (csi-hostpath-sc), a default VolumeSnapshotClass (csi-hostpath-snapclass) and, with group snapshots
+# turned on, a VolumeGroupSnapshotClass (csi-hostpath-groupsnapclass): built from
 # ../shared/third_party by hack/tools/csi/build.sh and deployed from upstream's manifests through
 # hack/csi (kustomize). Volumes live under $STATE/csi-hostpath-data and go with `down`.
 # CLUSTER_CSI=0 leaves the CSI stack out (`olm` does, for a cluster of its own).
@@ -539,7 +540,8 @@ deploy_csi() {
 	kubectl apply --server-side -k "$root/bin/csi/manifests/external-snapshotter/client/config/crd" >"$STATE/logs/csi-apply.log"
 	wait_for "the snapshot CRDs" 60 kube-apiserver kubectl wait --for condition=established --timeout 5s \
 		crd/volumesnapshotclasses.snapshot.storage.k8s.io crd/volumesnapshots.snapshot.storage.k8s.io \
-		crd/volumesnapshotcontents.snapshot.storage.k8s.io
+		crd/volumesnapshotcontents.snapshot.storage.k8s.io crd/volumegroupsnapshotclasses.groupsnapshot.storage.k8s.io \
+		crd/volumegroupsnapshots.groupsnapshot.storage.k8s.io crd/volumegroupsnapshotcontents.groupsnapshot.storage.k8s.io
 	kubectl apply --server-side -f "$STATE/csi.yaml" >>"$STATE/logs/csi-apply.log"
 	wait_for "the hostpath CSI driver registered on the node" 120 kubelet csi_registered
 	kubectl -n kube-system rollout status deployment/snapshot-controller --timeout 120s >/dev/null
