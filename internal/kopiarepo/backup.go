@@ -1,11 +1,11 @@
 package kopiarepo
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"math"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -42,6 +42,9 @@ type BackupOptions struct {
 	// Progress, when set, is called at most once per ProgressInterval while the backup runs,
 	// and once at its end; never twice at the same time.
 	Progress func(BackupProgress)
+	// Compression is kopia's name of the compressor of the backup's new chunks (one of
+	// Compressions); empty means DefaultCompression. It stays in the source's policy.
+	Compression string
 	// ReadAhead is the directory listed ahead (ReadAhead(dir)) while the repository was
 	// opened, or nil. Backup stops it when it starts reading, and takes what it listed.
 	ReadAhead *Listing
@@ -90,6 +93,9 @@ func (r *Repo) Backup(ctx context.Context, dir string, opts BackupOptions) (Snap
 	if err != nil {
 		return SnapshotInfo{}, err
 	}
+	if err := validCompression(opts.Compression); err != nil {
+		return SnapshotInfo{}, err
+	}
 	if opts.ReadAhead == nil {
 		opts.ReadAhead = emptyListing()
 	}
@@ -118,10 +124,7 @@ func (r *Repo) Backup(ctx context.Context, dir string, opts BackupOptions) (Snap
 		// keep what a canceled backup uploaded: its incomplete snapshot references it
 		FlushOnFailure: true,
 	}, func(wctx context.Context, w repo.RepositoryWriter) error {
-		if err := ensureKeepAllPolicy(wctx, w, si); err != nil {
-			return err
-		}
-		if err := compressionKnob(wctx, w, si); err != nil {
+		if err := ensureKeepAllPolicy(wctx, w, si, opts.Compression); err != nil {
 			return err
 		}
 		tree, err := policy.TreeForSource(wctx, w, si)
@@ -240,17 +243,11 @@ func failedEntries(man *snapshot.Manifest) error {
 	return fmt.Errorf("%w: %d entries could not be backed up: %s", ErrSourceUnreadable, man.Stats.ErrorCount, strings.Join(paths, "; "))
 }
 
-// DefaultCompression is the compressor of every source's new chunks: s2 costs little on data
-// that does not compress (kopia then stores the chunk as it is) and made the first backup of
-// 1 GiB of log-like text 1.5 times faster, uploading a third (docs/benchmarks.md, "Backup
-// engines"). Chunks written before keep their compression; restore reads both.
-const DefaultCompression = compression.Name("s2-default")
-
 // ensureKeepAllPolicy stores, for the source, a policy that keeps every snapshot and compresses
-// with DefaultCompression. kopia applies a source's retention policy at each checkpoint of an
+// with the compressor asked for (DefaultCompression when none). kopia applies a source's retention policy at each checkpoint of an
 // upload (every 45 minutes), and its default keeps about ten recent snapshots: it would delete
 // what the operator's catalog lists.
-func ensureKeepAllPolicy(ctx context.Context, w repo.RepositoryWriter, si snapshot.SourceInfo) error {
+func ensureKeepAllPolicy(ctx context.Context, w repo.RepositoryWriter, si snapshot.SourceInfo, name string) error {
 	p, err := policy.GetDefinedPolicy(ctx, w, si)
 	if err != nil && !errors.Is(err, policy.ErrPolicyNotFound) {
 		return fmt.Errorf("policy of %s: %w", si.Path, err)
@@ -258,7 +255,8 @@ func ensureKeepAllPolicy(ctx context.Context, w repo.RepositoryWriter, si snapsh
 	if p == nil {
 		p = &policy.Policy{}
 	}
-	if keepsAll(p.RetentionPolicy) && p.CompressionPolicy.CompressorName != "" {
+	compressor := cmp.Or(compression.Name(name), DefaultCompression)
+	if keepsAll(p.RetentionPolicy) && p.CompressionPolicy.CompressorName == compressor {
 		return nil
 	}
 	keep := policy.OptionalInt(math.MaxInt32)
@@ -266,31 +264,11 @@ func ensureKeepAllPolicy(ctx context.Context, w repo.RepositoryWriter, si snapsh
 		KeepLatest: &keep, KeepHourly: &keep, KeepDaily: &keep,
 		KeepWeekly: &keep, KeepMonthly: &keep, KeepAnnual: &keep,
 	}
-	if p.CompressionPolicy.CompressorName == "" {
-		p.CompressionPolicy.CompressorName = DefaultCompression
-	}
+	p.CompressionPolicy.CompressorName = compressor
 	if err := policy.SetPolicy(ctx, w, si, p); err != nil {
 		return fmt.Errorf("set the policy of %s: %w", si.Path, err)
 	}
 	return nil
-}
-
-// EnvCompression names a kopia compressor (none, zstd-fastest, s2-default, ...) for the
-// source's policy instead of DefaultCompression: a knob for bench/engines to measure
-// compression with, not a setting of the mover.
-const EnvCompression = "KOPIAREPO_COMPRESSION"
-
-func compressionKnob(ctx context.Context, w repo.RepositoryWriter, si snapshot.SourceInfo) error {
-	name := os.Getenv(EnvCompression)
-	if name == "" {
-		return nil
-	}
-	p, err := policy.GetDefinedPolicy(ctx, w, si)
-	if err != nil {
-		return fmt.Errorf("policy of %s: %w", si.Path, err)
-	}
-	p.CompressionPolicy.CompressorName = compression.Name(name)
-	return policy.SetPolicy(ctx, w, si, p)
 }
 
 func keepsAll(rp policy.RetentionPolicy) bool {

@@ -21,6 +21,8 @@ type Info struct {
 	// KeyDerivation is kopia's name of the algorithm the repository derives its key from the
 	// password with, as its format blob says (KeyDerivationScrypt, KeyDerivationPBKDF2).
 	KeyDerivation string
+	// Splitter is kopia's name of the splitter the repository was created with (Repo.Splitter).
+	Splitter string
 	// Retention is the repository's S3 Object Lock retention (kopia.blobcfg); zero: none.
 	Retention Retention
 	// LastQuickMaintenance and LastFullMaintenance are when each kind of maintenance last
@@ -38,7 +40,7 @@ func (r *Repo) Info(ctx context.Context) (Info, error) {
 	if !ok {
 		return Info{}, errors.New("info needs a direct repository connection")
 	}
-	info := Info{KeyDerivation: r.keyDerivation}
+	info := Info{KeyDerivation: r.keyDerivation, Splitter: r.splitter}
 	var err error
 	if info.Retention, err = r.Retention(ctx); err != nil {
 		return Info{}, err

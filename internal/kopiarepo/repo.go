@@ -2,6 +2,7 @@ package kopiarepo
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -76,6 +77,10 @@ type Options struct {
 	// from the password with (KeyDerivationScrypt, KeyDerivationPBKDF2); empty means kopia's
 	// default, scrypt. An existing repository keeps its own.
 	KeyDerivation string
+	// Splitter is kopia's name of the splitter a repository Open creates cuts files into chunks
+	// with (one of Splitters); empty means DefaultSplitter. An existing repository keeps its own
+	// (Repo.Splitter): chunks cut otherwise would not deduplicate against the ones it holds.
+	Splitter string
 	// NoDiskCache turns kopia's disk caches off, for a connection that reads snapshots back
 	// (restore, verify): such a connection starts with an empty cache in a mover, and reads
 	// each chunk once (the files of one chunk from packs held in memory, storage.go) and each
@@ -107,6 +112,7 @@ type Repo struct {
 	removeWorkDir bool
 	logger        *zap.Logger
 	keyDerivation string // of the format blob Open read
+	splitter      string // of the repository Open opened
 	// reopen opens a second connection to the same repository that caches nothing on disk
 	// (Heal's sampled read), with the password the repository has now (ChangePassword).
 	reopen   func(ctx context.Context) (*Repo, error)
@@ -144,6 +150,9 @@ func Open(ctx context.Context, cfg S3Config, password string, opts Options) (_ *
 	if err := opts.Retention.validate(); err != nil {
 		return nil, err
 	}
+	if err := validSplitter(opts.Splitter); err != nil {
+		return nil, err
+	}
 	if opts.PointInTime != nil && !opts.NoCreate {
 		return nil, errors.New("a point-in-time view is read-only: open it with NoCreate")
 	}
@@ -172,7 +181,7 @@ func Open(ctx context.Context, cfg S3Config, password string, opts Options) (_ *
 			err = ErrNoRepository
 		}
 	} else if errors.Is(err, repo.ErrRepositoryNotInitialized) {
-		if created, err = initialize(ctx, st, password, opts.KeyDerivation, opts.Retention); err == nil {
+		if created, err = initialize(ctx, st, password, opts); err == nil {
 			err = connect()
 		}
 	}
@@ -186,6 +195,9 @@ func Open(ctx context.Context, cfg S3Config, password string, opts Options) (_ *
 	})
 	if err != nil {
 		return nil, classify(err)
+	}
+	if dr, ok := r.rep.(repo.DirectRepository); ok {
+		r.splitter = dr.ObjectFormat().Splitter
 	}
 	if created {
 		if err := populate(ctx, r.rep, opts.Retention); err != nil {
@@ -280,13 +292,14 @@ const (
 
 // initialize creates a repository in an empty prefix. It reports false when another client
 // created one there first (connecting then tells whether the password fits).
-func initialize(ctx context.Context, st blob.Storage, password, keyDerivation string, retention Retention) (bool, error) {
+func initialize(ctx context.Context, st blob.Storage, password string, o Options) (bool, error) {
 	if err := ensureEmpty(ctx, st); err != nil {
 		return false, err
 	}
-	opts := &repo.NewRepositoryOptions{FormatBlockKeyDerivationAlgorithm: keyDerivation,
-		RetentionMode: blob.RetentionMode(retention.Mode), RetentionPeriod: retention.Period}
+	opts := &repo.NewRepositoryOptions{FormatBlockKeyDerivationAlgorithm: o.KeyDerivation,
+		RetentionMode: blob.RetentionMode(o.Retention.Mode), RetentionPeriod: o.Retention.Period}
 	opts.BlockFormat.Hash = DefaultHash
+	opts.ObjectFormat.Splitter = cmp.Or(o.Splitter, DefaultSplitter)
 	err := repo.Initialize(ctx, st, opts, password)
 	if errors.Is(err, repo.ErrAlreadyInitialized) {
 		return false, nil

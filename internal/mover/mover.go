@@ -83,6 +83,14 @@ const (
 	// backup creates (spec.kopia.keyDerivation): KeyDerivationScrypt or KeyDerivationPBKDF2;
 	// empty: kopia's default, scrypt.
 	EnvKopiaKeyDerivation = "KOPIA_KEY_DERIVATION"
+	// EnvKopiaSplitter is kopia's name of the splitter of a repository a backup creates
+	// (spec.kopia.splitter), e.g. DYNAMIC-1M-BUZHASH; empty: the mover's default. An existing
+	// repository keeps its own, reported as Result.Splitter.
+	EnvKopiaSplitter = "KOPIA_SPLITTER"
+	// EnvKopiaCompression is kopia's name of the compressor of a backup's new chunks
+	// (spec.kopia.compression), e.g. zstd-fastest; empty: the mover's default. It applies to
+	// existing repositories too: chunks already stored keep theirs, nothing is uploaded again.
+	EnvKopiaCompression = "KOPIA_COMPRESSION"
 	// EnvKopiaRetentionMode and EnvKopiaRetentionPeriod are the S3 Object Lock retention of a
 	// repository a backup creates (spec.kopia.immutability): RetentionGovernance or
 	// RetentionCompliance, and a Go duration of at least two days. Both or neither. A backup

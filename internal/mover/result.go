@@ -97,6 +97,9 @@ type Result struct {
 	SnapshotID      string `json:"snapshotID,omitempty"`
 	RepositoryBytes int64  `json:"repositoryBytes,omitempty"`
 	KeyDerivation   string `json:"keyDerivation,omitempty"` // kopia's name, e.g. scrypt-65536-8-1
+	// Splitter is kopia's name of the splitter the repository was created with, e.g.
+	// DYNAMIC-1M-BUZHASH: the one every backup into it uses, whatever EnvKopiaSplitter asked.
+	Splitter string `json:"splitter,omitempty"`
 	// RetentionMode and RetentionPeriod (a Go duration) are the repository's object lock
 	// retention (empty: none); also on a backup that failed with ReasonImmutabilityMismatch.
 	RetentionMode        string     `json:"retentionMode,omitempty"`

@@ -348,6 +348,30 @@ type KopiaOptions struct {
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Key Derivation",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:select:Scrypt","urn:alm:descriptor:com.tectonic.ui:select:PBKDF2"}
 	KeyDerivation KeyDerivation `json:"keyDerivation,omitempty"`
+	// Compression is kopia's compressor of the new data of every backup. Empty means the
+	// operator's default, s2-default (docs/benchmarks.md, "Storage: compression and chunking").
+	// none: no compression, for data that does not compress (kopia stores a chunk that does not
+	// shrink as it is with any compressor, but still spends the CPU trying). s2-default,
+	// s2-better: fast, about restic's speed class. zstd-fastest, zstd, zstd-better-compression:
+	// smaller (about restic's size with zstd), more CPU. pgzip: gzip on several cores. A change
+	// applies from the next backup on, to existing repositories too: data already stored keeps
+	// its compression and is not uploaded again (kopia recognizes data by its uncompressed
+	// content), restores read both.
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Compression",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:advanced"}
+	Compression KopiaCompression `json:"compression,omitempty"`
+	// Splitter is how a new repository cuts files into chunks, by kopia's name: DYNAMIC-<size>-BUZHASH
+	// (content-defined boundaries of about that average size: an insertion moves few boundaries)
+	// or FIXED-<size> (fixed offsets: for images and databases rewritten in place only). Smaller
+	// chunks make a backup after scattered small rewrites (database pages, VM disk blocks) upload
+	// less, at the cost of more index entries (memory and time of every run) for large volumes.
+	// Empty means the operator's default. It applies when the repository is created, by the
+	// first backup: an existing repository keeps its own, shown in status.repository.splitter,
+	// and a different splitter here is reported as SplitterApplied=False SplitterMismatch (the
+	// backups go on with the repository's); a new spec.s3.prefix makes a new repository with it.
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Splitter",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:advanced"}
+	Splitter KopiaSplitter `json:"splitter,omitempty"`
 	// Immutability creates the repository with S3 Object Lock retention on every blob it
 	// writes (kopia's blob retention), so that no one holding the operator's S3 credentials
 	// can delete or overwrite a backup for that long; maintenance extends the lock of every
@@ -408,6 +432,16 @@ const (
 	// KeyDerivationPBKDF2 is kopia's pbkdf2-sha256-600000.
 	KeyDerivationPBKDF2 KeyDerivation = "PBKDF2"
 )
+
+// KopiaCompression is a kopia compressor's name (spec.kopia.compression). The values are checked
+// by a CEL rule, not an OpenAPI enum, as for DeletionPolicy.
+// +kubebuilder:validation:XValidation:rule="self in ['none', 's2-default', 's2-better', 'zstd-fastest', 'zstd', 'zstd-better-compression', 'pgzip']",message="compression must be one of none, s2-default, s2-better, zstd-fastest, zstd, zstd-better-compression, pgzip"
+type KopiaCompression string
+
+// KopiaSplitter is a kopia splitter's name (spec.kopia.splitter). The values are checked by a CEL
+// rule, not an OpenAPI enum, as for DeletionPolicy.
+// +kubebuilder:validation:XValidation:rule="self in ['DYNAMIC-512K-BUZHASH', 'DYNAMIC-1M-BUZHASH', 'DYNAMIC-2M-BUZHASH', 'DYNAMIC-4M-BUZHASH', 'DYNAMIC-8M-BUZHASH', 'FIXED-512K', 'FIXED-1M', 'FIXED-2M', 'FIXED-4M']",message="splitter must be one of DYNAMIC-512K-BUZHASH, DYNAMIC-1M-BUZHASH, DYNAMIC-2M-BUZHASH, DYNAMIC-4M-BUZHASH, DYNAMIC-8M-BUZHASH, FIXED-512K, FIXED-1M, FIXED-2M, FIXED-4M"
+type KopiaSplitter string
 
 // DefaultRepositoryPasswordKey is the key of the kopia repository password in the credentials
 // Secret: the variable the kopia CLI reads, so the Secret also serves `kopia repository connect`.
@@ -536,6 +570,11 @@ const (
 	// nothing damaged in the repository, False (RepositoryDamaged) when it found lost or
 	// unreadable objects, Unknown until a run has looked (status.repository.check).
 	ConditionRepositoryHealthy = "RepositoryHealthy"
+	// ConditionSplitterApplied (kopia engine, only while spec.kopia.splitter is set) is True
+	// (good) when the repository cuts files with the splitter the spec asks for, False
+	// (SplitterMismatch) when it was created with another one: it keeps its own, the backups go
+	// on with it. Absent until a run has reported the repository's splitter.
+	ConditionSplitterApplied = "SplitterApplied"
 )
 
 // RunResult is the outcome of one backup run.
@@ -556,6 +595,10 @@ type RepositoryStatus struct {
 	// or kopia's name of another algorithm.
 	// +optional
 	KeyDerivation string `json:"keyDerivation,omitempty"`
+	// Splitter is kopia's name of the splitter the repository was created with (spec.kopia.splitter
+	// when it created it), e.g. DYNAMIC-4M-BUZHASH: every backup into it cuts files with it.
+	// +optional
+	Splitter string `json:"splitter,omitempty"`
 	// Immutability is the S3 Object Lock retention the repository was created with
 	// (spec.kopia.immutability); absent when its blobs are not locked.
 	// +optional

@@ -84,7 +84,7 @@ func (r *PVCBackupReconciler) readProgress(ctx context.Context, s *scope) {
 
 // repositoryStatus is status.repository after a kopia run that reported res.
 func repositoryStatus(res mover.Result, now time.Time) *storagev1.RepositoryStatus {
-	rs := &storagev1.RepositoryStatus{Bytes: res.RepositoryBytes, KeyDerivation: keyDerivationName(res.KeyDerivation),
+	rs := &storagev1.RepositoryStatus{Bytes: res.RepositoryBytes, KeyDerivation: keyDerivationName(res.KeyDerivation), Splitter: res.Splitter,
 		MaintenanceMessage: storagekit.Truncate(res.MaintenanceError, 1024), UpdateTime: metav1.NewTime(now),
 		Immutability: storagekit.RepositoryImmutability(res.RetentionMode, res.RetentionPeriod)}
 	if t := res.LastQuickMaintenance; t != nil {

@@ -42,6 +42,9 @@ const (
 	ReasonRepositoryChecked   = "Checked"                             // True: the last run found nothing damaged
 	ReasonRepositoryDamaged   = string(mover.ReasonRepositoryDamaged) // False: it found lost or unreadable objects
 	ReasonRepositoryUnchecked = "NotChecked"                          // Unknown: no run has looked yet
+	// SplitterApplied reasons (kopia engine, spec.kopia.splitter set).
+	ReasonSplitterInUse    = "SplitterInUse"    // True: the repository cuts files with the splitter asked for
+	ReasonSplitterMismatch = "SplitterMismatch" // False: the repository was created with another one, and keeps it
 	// ReasonRepositoryPasswordWrong (Ready=False): the last backup failed because neither the
 	// credentials Secret's repository password nor its "<key>.previous" opens the repository.
 	ReasonRepositoryPasswordWrong = string(mover.ReasonRepositoryPasswordWrong)
@@ -76,7 +79,36 @@ func computeStatus(pb *storagev1.PVCBackup, s *scope, err error) {
 		st.Engine = s.engine
 	}
 	repositoryCondition(pb, set)
+	setSplitterCondition(pb, set)
 	setRunningCondition(pb, s, set)
+}
+
+// setSplitterCondition is SplitterApplied while spec.kopia.splitter is set and a run has reported
+// the repository's splitter: a repository keeps the splitter it was created with (chunks cut
+// otherwise would not deduplicate against the ones it holds), so a spec asking for another one
+// is told so once, in status; nothing fails and nothing is retried for it.
+func setSplitterCondition(pb *storagev1.PVCBackup, set func(t string, status metav1.ConditionStatus, reason, msg string)) {
+	st := &pb.Status
+	var want, has string
+	if pb.Spec.Kopia != nil {
+		want = string(pb.Spec.Kopia.Splitter)
+	}
+	if st.Repository != nil {
+		has = st.Repository.Splitter
+	}
+	switch {
+	case want == "" || has == "" || !storagekit.EngineFor(st.Engine).HasRepository():
+		meta.RemoveStatusCondition(&st.Conditions, storagev1.ConditionSplitterApplied)
+	case want == has:
+		set(storagev1.ConditionSplitterApplied, metav1.ConditionTrue, ReasonSplitterInUse,
+			fmt.Sprintf("the kopia repository cuts files with %s, as spec.kopia.splitter asks", has))
+	default:
+		set(storagev1.ConditionSplitterApplied, metav1.ConditionFalse, ReasonSplitterMismatch, fmt.Sprintf(
+			"spec.kopia.splitter asks for %s, and the kopia repository at %s was created with %s: a splitter takes effect only "+
+				"when a repository is created, so the backups go on with %s (nothing fails, nothing is retried for it). "+
+				"To cut with %s, set a new spec.s3.prefix (a new repository, whose first backup uploads the whole volume again) "+
+				"or remove spec.kopia.splitter", want, storagekit.KopiaPrefix(storagekit.BackupPrefix(pb)), has, has, want))
+	}
 }
 
 // setRunningCondition is Running: the stage of the active run, or what the last one did.

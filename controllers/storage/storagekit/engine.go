@@ -172,6 +172,7 @@ func (kopiaEngine) BackupEnv(src S3Source, prefix string, opts *storagev1.KopiaO
 	if kd := KeyDerivation(opts); kd != "" {
 		env = append(env, corev1.EnvVar{Name: mover.EnvKopiaKeyDerivation, Value: kd})
 	}
+	env = append(env, FormatEnv(opts)...)
 	return append(env, RetentionEnv(opts)...)
 }
 

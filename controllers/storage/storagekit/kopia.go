@@ -128,6 +128,20 @@ func KeyDerivation(k *storagev1.KopiaOptions) string {
 	return ""
 }
 
+// FormatEnv is the compression and the splitter spec.kopia asks for, as the mover's
+// EnvKopiaCompression and EnvKopiaSplitter (the API's values are kopia's names); none of either
+// when it asks for none (the mover's defaults).
+func FormatEnv(k *storagev1.KopiaOptions) []corev1.EnvVar {
+	var env []corev1.EnvVar
+	if k != nil && k.Compression != "" {
+		env = append(env, corev1.EnvVar{Name: mover.EnvKopiaCompression, Value: string(k.Compression)})
+	}
+	if k != nil && k.Splitter != "" {
+		env = append(env, corev1.EnvVar{Name: mover.EnvKopiaSplitter, Value: string(k.Splitter)})
+	}
+	return env
+}
+
 // RetentionEnv is the object lock retention spec.kopia asks a new repository for, as the mover's
 // EnvKopiaRetentionMode and EnvKopiaRetentionPeriod; none when it asks for none.
 func RetentionEnv(k *storagev1.KopiaOptions) []corev1.EnvVar {

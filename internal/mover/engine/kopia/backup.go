@@ -55,15 +55,17 @@ type backupRun struct {
 	store  Store
 	prefix string
 	job    engine.BackupJob
-	now    func() time.Time
-	start  time.Time
-	out    kopiaBackup
+	// compression is kopia's name of the compressor of the new chunks (Options.Compression).
+	compression string
+	now         func() time.Time
+	start       time.Time
+	out         kopiaBackup
 }
 
 // backup is Backup of the repository opts names: its phases in order, the manifest it wrote and
 // what it did besides.
 func backup(ctx context.Context, store Store, cfg objectstore.Config, opts Options, job engine.BackupJob, now func() time.Time) (archive.Manifest, kopiaBackup, error) {
-	b := &backupRun{ctx: ctx, store: store, prefix: opts.Prefix, job: job, now: now, start: now()}
+	b := &backupRun{ctx: ctx, store: store, prefix: opts.Prefix, job: job, compression: opts.Compression, now: now, start: now()}
 	// The idle watchdog runs until the repository is closed (the defers run in reverse). A stall
 	// cancels the backup (w.Ctx) and ends every S3 call of the repository (w.Stalled, the Guard),
 	// closing included: kopia flushes its log blobs there under a context nothing cancels.
@@ -80,6 +82,10 @@ func backup(ctx context.Context, store Store, cfg objectstore.Config, opts Optio
 		return archive.Manifest{}, b.out, b.failed(err, mover.ReasonStorageFailed, "open")
 	}
 	defer b.r.Close(context.WithoutCancel(ctx)) //nolint:errcheck // nothing to save: the manifest decided
+	if has := b.r.Splitter(); opts.Splitter != "" && has != opts.Splitter {
+		fmt.Fprintf(os.Stderr, "mover: the kopia repository at %s was created with the splitter %s, not %s: it keeps its own "+
+			"(a splitter applies only when a repository is created)\n", opts.Prefix, has, opts.Splitter)
+	}
 	if b.out.repo.Retention, err = checkRetention(b.w.Ctx, b.r, opts); err != nil {
 		return archive.Manifest{}, b.out, b.failed(err, mover.ReasonStorageFailed, "retention")
 	}
@@ -150,6 +156,7 @@ func (b *backupRun) snapshot(ahead *kopiarepo.Listing) (kopiarepo.SnapshotInfo, 
 		Description: "okgoes-operator backup " + job.ID,
 		Tags:        map[string]string{tagBackup: job.ID, tagManifest: job.ManifestKey},
 		ReadAhead:   ahead,
+		Compression: b.compression,
 		Progress: func(p kopiarepo.BackupProgress) {
 			act.Touch(p.HashedBytes + p.CachedBytes + p.UploadedBytes)
 			pr := mover.Progress{EstimatedBytes: p.EstimatedBytes, HashedBytes: p.HashedBytes,
@@ -389,7 +396,7 @@ func repositoryDamaged(ctx context.Context, r *kopiarepo.Repo, store Store, pref
 // result is the Result of a successful kopia backup.
 func result(m archive.Manifest, kb kopiaBackup) mover.Result {
 	res := mover.Result{ID: m.ID, Bytes: m.Kopia.UploadedBytes, Files: m.Files, Skipped: m.Skipped, SnapshotID: m.Kopia.SnapshotID,
-		RepositoryBytes: kb.repo.Bytes, KeyDerivation: kb.repo.KeyDerivation, Maintenance: kb.maintenance, MaintenanceError: kb.maintenanceError,
+		RepositoryBytes: kb.repo.Bytes, KeyDerivation: kb.repo.KeyDerivation, Splitter: kb.repo.Splitter, Maintenance: kb.maintenance, MaintenanceError: kb.maintenanceError,
 		Repair: kb.repair, SampledBytes: kb.sampledBytes, PasswordRotated: kb.passwordRotated}
 	res.RetentionMode, res.RetentionPeriod = retentionResult(kb.repo.Retention)
 	if t := kb.repo.LastQuickMaintenance; !t.IsZero() {

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"time"
 
@@ -64,6 +65,12 @@ type Options struct {
 	// KeyDerivation is kopia's name of the key derivation of a repository the backup creates
 	// (mover.KeyDerivationScrypt or KeyDerivationPBKDF2); empty: kopia's default.
 	KeyDerivation string
+	// Splitter is kopia's name of the splitter of a repository the backup creates (one of
+	// kopiarepo.Splitters); empty: kopiarepo.DefaultSplitter. An existing repository keeps its own.
+	Splitter string
+	// Compression is kopia's name of the compressor of the backup's new chunks (one of
+	// kopiarepo.Compressions); empty: kopiarepo.DefaultCompression.
+	Compression string
 	// Retention is the object lock retention of a repository the backup creates; an existing
 	// repository with another one fails the backup with ReasonImmutabilityMismatch (zero: no
 	// lock is asked for, and none is checked).
@@ -91,7 +98,7 @@ func openRepo(ctx context.Context, cfg objectstore.Config, opts Options, forRead
 	open := func(password string) (*kopiarepo.Repo, error) {
 		return kopiarepo.Open(ctx, kopiarepo.S3Config{Config: cfg, Prefix: opts.Prefix}, password,
 			kopiarepo.Options{CacheDir: opts.CacheDir, CacheLimitBytes: opts.CacheLimitBytes,
-				NoCreate: forReading, NoDiskCache: forReading, KeyDerivation: opts.KeyDerivation, Guard: opts.guard,
+				NoCreate: forReading, NoDiskCache: forReading, KeyDerivation: opts.KeyDerivation, Splitter: opts.Splitter, Guard: opts.guard,
 				Retention: opts.Retention, PointInTime: opts.PointInTime})
 	}
 	r, err := open(opts.Password)
@@ -181,6 +188,13 @@ func optionsFromEnv(getenv func(string) string) (Options, error) {
 	default:
 		return o, fmt.Errorf("%s: %q is not %s or %s", mover.EnvKopiaKeyDerivation, o.KeyDerivation,
 			mover.KeyDerivationScrypt, mover.KeyDerivationPBKDF2)
+	}
+	if o.Splitter = getenv(mover.EnvKopiaSplitter); o.Splitter != "" && !slices.Contains(kopiarepo.Splitters, o.Splitter) {
+		return o, fmt.Errorf("%s: %q is not one of %v", mover.EnvKopiaSplitter, o.Splitter, kopiarepo.Splitters)
+	}
+	if o.Compression = getenv(mover.EnvKopiaCompression); o.Compression != "" &&
+		!slices.Contains(kopiarepo.Compressions, o.Compression) {
+		return o, fmt.Errorf("%s: %q is not one of %v", mover.EnvKopiaCompression, o.Compression, kopiarepo.Compressions)
 	}
 	if o.Retention, err = retentionFromEnv(getenv); err != nil {
 		return o, err
