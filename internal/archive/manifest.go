@@ -20,6 +20,9 @@ type Manifest struct {
 	Source        struct {
 		Namespace string `json:"namespace"`
 		PVC       string `json:"pvc"`
+		// PVCs are the members of a group backup, each backed up under the directory of its
+		// name; empty for the backup of one PVC.
+		PVCs []string `json:"pvcs,omitempty"`
 	} `json:"source"`
 	ScheduledTime  time.Time `json:"scheduledTime"`
 	StartTime      time.Time `json:"startTime"`

@@ -40,8 +40,12 @@ const (
 	EnvBackupID        = "BACKUP_ID"
 	EnvSourceNamespace = "BACKUP_SOURCE_NAMESPACE"
 	EnvSourcePVC       = "BACKUP_SOURCE_PVC"
-	EnvScheduledTime   = "BACKUP_SCHEDULED_TIME"
-	EnvPartSize        = "S3_PART_SIZE" // archive engine: bytes; DefaultPartSize when empty
+	// EnvSourcePVCs lists the members of a group backup, comma-separated: each is mounted at
+	// <EnvSourceDir>/<name>, and the backup of EnvSourceDir holds them all (one backup id). Empty
+	// for the backup of one PVC (EnvSourcePVC).
+	EnvSourcePVCs    = "BACKUP_SOURCE_PVCS"
+	EnvScheduledTime = "BACKUP_SCHEDULED_TIME"
+	EnvPartSize      = "S3_PART_SIZE" // archive engine: bytes; DefaultPartSize when empty
 	// EnvProgressKey is where a running backup writes its Progress (JSON), about every
 	// ProgressEvery; the controller shows it in status.activeRun.progress.
 	EnvProgressKey = "BACKUP_PROGRESS_KEY"

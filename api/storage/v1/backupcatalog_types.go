@@ -216,6 +216,11 @@ type CatalogBackup struct {
 	// presence and size are checked directly.
 	// +optional
 	Confirmed *bool `json:"confirmed,omitempty"`
+	// PVCs are the members of a group backup (PVCBackup spec.group), each under the directory
+	// of its name; empty for the backup of one PVC.
+	// +kubebuilder:validation:MaxItems=16
+	// +optional
+	PVCs []string `json:"pvcs,omitempty"`
 }
 
 // BackupCatalogStatus is what the bucket held at the last refresh.

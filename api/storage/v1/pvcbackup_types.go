@@ -23,13 +23,26 @@ const (
 // PVCBackupSpec is the backup schedule the user asks for.
 // +kubebuilder:validation:XValidation:rule="!has(self.kopia) || !has(self.engine) || self.engine != 'Archive'",message="kopia options apply to the Kopia engine only: remove spec.kopia or set spec.engine to Kopia"
 // +kubebuilder:validation:XValidation:rule="!(has(self.timeZone) && (self.schedule.startsWith('CRON_TZ=') || self.schedule.startsWith('TZ=')))",message="set the time zone either in timeZone or as a CRON_TZ= prefix of schedule, not both"
+// +kubebuilder:validation:XValidation:rule="has(self.pvcName) != has(self.group)",message="set exactly one of spec.pvcName (one PVC) and spec.group (several PVCs backed up together)"
+// +kubebuilder:validation:XValidation:rule="has(oldSelf.group) == has(self.group)",message="a PVCBackup cannot switch between spec.pvcName and spec.group (its backups would mix both kinds): create a new PVCBackup"
 type PVCBackupSpec struct {
-	// PVCName is the PersistentVolumeClaim (in this namespace) to back up.
+	// PVCName is the PersistentVolumeClaim (in this namespace) to back up. Exactly one of
+	// pvcName and group is set.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="PVC",xDescriptors={"urn:alm:descriptor:io.kubernetes:PersistentVolumeClaim"},order=1
-	PVCName string `json:"pvcName"`
+	PVCName string `json:"pvcName,omitempty"`
+
+	// Group backs several PVCs of this namespace up together, as one backup with one id: the
+	// members, resolved once when a run starts (status.activeRun.pvcs), are snapshotted in the
+	// same step between the before- and after-hooks (with spec.snapshot) and read by one mover,
+	// each under its own directory (docs/backup-restore.md, consistent groups). One PVCRestore
+	// restores them together (spec.targets).
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Group of PVCs",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:advanced"},order=1
+	Group *PVCGroup `json:"group,omitempty"`
 
 	// Schedule in cron format: five fields ("0 2 * * *"), a descriptor (@hourly, @daily, @weekly,
 	// @monthly, @yearly, @every 6h), optionally prefixed with CRON_TZ=<IANA zone>.
@@ -150,6 +163,31 @@ type PVCBackupSpec struct {
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Retention",order=11
 	Retention *Retention `json:"retention,omitempty"`
 }
+
+// MaxGroupMembers is the most PVCs one group backup holds.
+const MaxGroupMembers = 16
+
+// PVCGroup is the PVCs of a group backup: a list, or a label selector evaluated when each run
+// starts. Exactly one of pvcNames and selector is set.
+// +kubebuilder:validation:XValidation:rule="has(self.pvcNames) != has(self.selector)",message="group must set exactly one of pvcNames and selector"
+type PVCGroup struct {
+	// PVCNames lists the members: 2 to 16 distinct PVC names of this namespace.
+	// +kubebuilder:validation:MinItems=2
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MaxLength=253
+	// +kubebuilder:validation:items:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	// +listType=set
+	// +optional
+	PVCNames []string `json:"pvcNames,omitempty"`
+	// Selector picks the members among the PVCs of this namespace by label, when each run
+	// starts: none matching is Ready=False GroupEmpty, more than 16 GroupTooLarge (both polled).
+	// +kubebuilder:validation:XValidation:rule="(has(self.matchLabels) && size(self.matchLabels) > 0) || (has(self.matchExpressions) && size(self.matchExpressions) > 0)",message="group.selector must set matchLabels or matchExpressions: an empty selector would pick every PVC of the namespace"
+	// +optional
+	Selector *metav1.LabelSelector `json:"selector,omitempty"`
+}
+
+// IsGroup tells whether the PVCBackup backs up a group of PVCs (spec.group).
+func (s *PVCBackupSpec) IsGroup() bool { return s.Group != nil }
 
 // BackupHooks are the before- and after-hooks of every backup run, each list run in order.
 // +kubebuilder:validation:XValidation:rule="(has(self.before) && size(self.before) > 0) || (has(self.after) && size(self.after) > 0)",message="hooks must list at least one before or after hook: remove hooks to run none"
@@ -275,6 +313,11 @@ type BackupRef struct {
 	// SnapshotID of a kopia backup in the repository (`kopia snapshot restore <id>`).
 	// +optional
 	SnapshotID string `json:"snapshotID,omitempty"`
+	// PVCs are the members of a group backup, each under the directory of its name in the
+	// backup; empty for the backup of one PVC.
+	// +kubebuilder:validation:MaxItems=16
+	// +optional
+	PVCs []string `json:"pvcs,omitempty"`
 }
 
 // Trigger requests backups outside the schedule.
@@ -690,6 +733,11 @@ type ActiveRun struct {
 	// Hooks of the run: which ran, with what result (spec.hooks).
 	// +optional
 	Hooks *RunHooks `json:"hooks,omitempty"`
+	// PVCs are the members of a group backup (spec.group), resolved once when the run started;
+	// empty for the backup of one PVC (spec.pvcName).
+	// +kubebuilder:validation:MaxItems=16
+	// +optional
+	PVCs []string `json:"pvcs,omitempty"`
 }
 
 // HookPhase is when a hook runs: Before or After.
@@ -809,6 +857,10 @@ type RunStatus struct {
 	// +kubebuilder:validation:MaxItems=64
 	// +optional
 	Hooks []HookResult `json:"hooks,omitempty"`
+	// PVCs are the members of a group backup (spec.group); empty for the backup of one PVC.
+	// +kubebuilder:validation:MaxItems=16
+	// +optional
+	PVCs []string `json:"pvcs,omitempty"`
 }
 
 // PVCBackupStatus is what the operator observed. It never holds intent.

@@ -163,7 +163,7 @@ func sourceStatus(ns, name, dir string, cat storagekit.Catalog) storagev1.Catalo
 func backupStatus(b storagekit.BackupEntry, cat storagekit.Catalog) storagev1.CatalogBackup {
 	m := b.Manifest
 	out := storagev1.CatalogBackup{ID: b.ID, Time: metav1.NewTime(b.Time), Engine: storagekit.EngineOf(m),
-		ContentBytes: m.ContentBytes, Files: m.Files, Dirs: m.Dirs, Symlinks: m.Symlinks}
+		ContentBytes: m.ContentBytes, Files: m.Files, Dirs: m.Dirs, Symlinks: m.Symlinks, PVCs: m.Source.PVCs}
 	if !m.CompletionTime.IsZero() {
 		out.CompletionTime = &metav1.Time{Time: m.CompletionTime}
 	}

@@ -94,14 +94,15 @@ type scope struct {
 	// runFailure ends the active run as failed with this message (e.g. the snapshot failed), and
 	// runFailureReason names why (lastRun.reason).
 	runFailure, runFailureReason string
-	// snapshotClass is the VolumeSnapshotClass of the next run's snapshot, when spec.snapshot is
-	// set and checkDependencies resolved it.
-	snapshotClass string
+	// members are the PVCs the next run backs up, and snapshotClasses the VolumeSnapshotClass of
+	// each one's snapshot (with spec.snapshot), when checkDependencies resolved them.
+	members         []string
+	snapshotClasses map[string]string
 	// finished is the run that ended in this reconcile, for events and metrics.
 	finished *storagev1.RunStatus
-	// claim is the PVC the active run's mover reads (runSnapshotting resolves it); outcome is the
-	// run's record once its end is known (runFinishedUnrecorded).
-	claim   string
+	// claims are the PVCs the active run's mover reads, one per member (runSnapshotting resolves
+	// them); outcome is the run's record once its end is known (runFinishedUnrecorded).
+	claims  []storagekit.MemberClaim
 	outcome *storagev1.RunStatus
 	// afterNext is the state the after-hooks go on to (afterHooksThen).
 	afterNext runState

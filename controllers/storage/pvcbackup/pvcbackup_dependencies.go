@@ -4,30 +4,22 @@ import (
 	"context"
 	"fmt"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-
 	"github.com/okgoes/okgoes-operator/controllers/storage/storagekit"
 	"github.com/okgoes/okgoes-operator/internal/archive"
 	"github.com/okgoes/okgoes-operator/internal/errclass"
 	"github.com/okgoes/okgoes-operator/internal/mover"
 )
 
-// checkDependencies verifies that the PVC and the credentials are there and, with checkBucket,
-// that S3 accepts them and has the bucket. Each missing piece is a precise Waiting condition,
-// polled, never a retry storm.
+// checkDependencies verifies that the PVC (every member of a group: s.members) and the
+// credentials are there and, with checkBucket, that S3 accepts them and has the bucket. Each
+// missing piece is a precise Waiting condition, polled, never a retry storm.
 func (r *PVCBackupReconciler) checkDependencies(ctx context.Context, s *scope, checkBucket bool) error {
 	pb := s.backup
-	pvc := storagekit.ClaimMetadata()
-	err := r.Get(ctx, client.ObjectKey{Namespace: pb.Namespace, Name: pb.Spec.PVCName}, pvc)
-	switch {
-	case apierrors.IsNotFound(err):
-		return errclass.Waiting(ReasonPVCNotFound, fmt.Sprintf("PersistentVolumeClaim %q does not exist", pb.Spec.PVCName), r.Poll())
-	case err != nil:
-		return fmt.Errorf("get PVC: %w", err)
-	case !pvc.DeletionTimestamp.IsZero():
-		return errclass.Waiting(ReasonPVCNotFound, fmt.Sprintf("PersistentVolumeClaim %q is being deleted", pb.Spec.PVCName), r.Poll())
+	members, err := r.resolveMembers(ctx, pb)
+	if err != nil {
+		return err
 	}
+	s.members = members
 	if err := r.checkHooksAllowed(ctx, pb); err != nil {
 		return err
 	}
@@ -37,13 +29,17 @@ func (r *PVCBackupReconciler) checkDependencies(ctx context.Context, s *scope, c
 	}
 	if pb.Spec.Snapshot != nil {
 		// The snapshot class depends on the PVC's spec, which the cache does not hold: read it
-		// uncached, as the PersistentVolume and classes it leads to are.
-		source, err := r.sourceClaim(ctx, pb)
-		if err != nil {
-			return err
-		}
-		if s.snapshotClass, err = r.resolveSnapshotClass(ctx, s, source); err != nil {
-			return err
+		// uncached, as the PersistentVolume and classes it leads to are. Every member of a group
+		// has its own (the members may be volumes of different drivers).
+		s.snapshotClasses = make(map[string]string, len(members))
+		for _, pvc := range members {
+			source, err := r.sourceClaim(ctx, pb.Namespace, pvc)
+			if err != nil {
+				return err
+			}
+			if s.snapshotClasses[pvc], err = r.resolveSnapshotClass(ctx, s, source); err != nil {
+				return err
+			}
 		}
 	}
 	store, err := r.storeFor(ctx, s)

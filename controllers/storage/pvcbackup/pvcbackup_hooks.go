@@ -493,15 +493,20 @@ func withoutOutput(results []storagev1.HookResult) []storagev1.HookResult {
 // decides when the after-hooks are due.
 func (r *PVCBackupReconciler) snapshotCut(ctx context.Context, s *scope) (bool, error) {
 	pb, run := s.backup, s.backup.Status.ActiveRun
-	vs := &snapshotv1.VolumeSnapshot{}
-	err := r.Get(ctx, client.ObjectKey{Namespace: pb.Namespace, Name: storagekit.RunObjectName(pb, run)}, vs)
-	switch {
-	case apierrors.IsNotFound(err) || meta.IsNoMatchError(err):
-		return false, nil
-	case err != nil:
-		return false, fmt.Errorf("get VolumeSnapshot: %w", err)
+	for i := range runMembers(pb, run) {
+		vs := &snapshotv1.VolumeSnapshot{}
+		err := r.Get(ctx, client.ObjectKey{Namespace: pb.Namespace, Name: memberObjectName(pb, run, i)}, vs)
+		switch {
+		case apierrors.IsNotFound(err) || meta.IsNoMatchError(err):
+			return false, nil
+		case err != nil:
+			return false, fmt.Errorf("get VolumeSnapshot: %w", err)
+		}
+		if vs.Status == nil || (vs.Status.CreationTime == nil && !ptr.Deref(vs.Status.ReadyToUse, false)) {
+			return false, nil
+		}
 	}
-	return vs.Status != nil && (vs.Status.CreationTime != nil || ptr.Deref(vs.Status.ReadyToUse, false)), nil
+	return true, nil
 }
 
 // checkHooksAllowed is nil when pb runs no hooks or its namespace has LabelAllowHooks=true, and

@@ -1,6 +1,7 @@
 package pvcbackup
 
 import (
+	"strings"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -11,8 +12,9 @@ import (
 	"github.com/okgoes/okgoes-operator/internal/mover"
 )
 
-// desiredBackupJob is the Job of one backup run: `mover backup` over claim, mounted read-only.
-func desiredBackupJob(pb *storagev1.PVCBackup, run *storagev1.ActiveRun, claim, image string, deadline int64) *batchv1.Job {
+// desiredBackupJob is the Job of one backup run: `mover backup` over claims, mounted read-only:
+// the one claim of a single PVC at /data, the members of a group each at /data/<pvc>.
+func desiredBackupJob(pb *storagev1.PVCBackup, run *storagev1.ActiveRun, claims []storagekit.MemberClaim, image string, deadline int64) *batchv1.Job {
 	labels := runLabels(pb, run)
 	labels["app.kubernetes.io/component"] = "backup-mover"
 	env := []corev1.EnvVar{
@@ -22,15 +24,22 @@ func desiredBackupJob(pb *storagev1.PVCBackup, run *storagev1.ActiveRun, claim, 
 		{Name: mover.EnvManifestKey, Value: storagekit.ManifestKey(pb, run.ID)},
 		{Name: mover.EnvSourceNamespace, Value: pb.Namespace},
 		{Name: mover.EnvSourcePVC, Value: pb.Spec.PVCName},
+		{Name: mover.EnvSourcePVCs, Value: strings.Join(run.PVCs, ",")},
 		{Name: mover.EnvScheduledTime, Value: run.ScheduledTime.UTC().Format(time.RFC3339)},
 		{Name: mover.EnvProgressKey, Value: storagekit.ProgressKey(storagekit.BackupPrefix(pb), run.ID)},
 	}
 	engine := storagekit.EngineFor(run.Engine)
 	env = append(env, engine.BackupEnv(storagekit.BackupSource(pb), storagekit.BackupPrefix(pb), pb.Spec.Kopia)...)
-	job := storagekit.DesiredMoverJob(storagekit.BackupSource(pb), image, storagekit.MoverJob{
-		Name: storagekit.RunObjectName(pb, run), Labels: labels, Command: "backup", Claim: claim, ReadOnly: true, Options: pb.Spec.Mover,
+	mj := storagekit.MoverJob{
+		Name: storagekit.RunObjectName(pb, run), Labels: labels, Command: "backup", ReadOnly: true, Options: pb.Spec.Mover,
 		Deadline: deadline, Env: env, KopiaCache: engine.MoverCache(),
-	})
+	}
+	if len(run.PVCs) > 0 {
+		mj.Members = claims
+	} else {
+		mj.Claim = claims[0].Claim
+	}
+	job := storagekit.DesiredMoverJob(storagekit.BackupSource(pb), image, mj)
 	job.Annotations = storagekit.RunAnnotations(pb, run)
 	return job
 }

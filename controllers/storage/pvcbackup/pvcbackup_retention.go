@@ -83,7 +83,7 @@ func (r *PVCBackupReconciler) tidy(ctx context.Context, s *scope, prune bool) er
 		m := manifests[b.ID]
 		engine := storagekit.ManifestEngine(m)
 		ref := storagev1.BackupRef{ID: b.ID, Time: metav1.NewTime(b.Time), ObjectKey: engine.BackupKey(prefix, b.ID), Engine: engine.Name(),
-			SnapshotID: engine.SnapshotID(m)}
+			SnapshotID: engine.SnapshotID(m), PVCs: m.Source.PVCs}
 		pb.Status.Backups = append(pb.Status.Backups, ref)
 	}
 	r.reportBroken(pb, cat.Broken)

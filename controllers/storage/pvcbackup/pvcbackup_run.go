@@ -184,8 +184,8 @@ func finished(s *scope, rec storagev1.RunStatus) (runState, error) {
 	return runFinishedUnrecorded, nil
 }
 
-// reconcileSnapshotting takes the run's snapshot and restores it into the PVC the mover reads
-// (ensureSourceClaim); the run goes on to its upload once that PVC exists.
+// reconcileSnapshotting takes the run's snapshots (one per member) and restores each into a PVC
+// the mover reads (ensureSourceClaims); the run goes on to its upload once those PVCs exist.
 func (r *PVCBackupReconciler) reconcileSnapshotting(ctx context.Context, s *scope) (runState, error) {
 	if afterHooksDue(s.backup.Status.ActiveRun) {
 		cut, err := r.snapshotCut(ctx, s)
@@ -196,25 +196,25 @@ func (r *PVCBackupReconciler) reconcileSnapshotting(ctx context.Context, s *scop
 			return afterHooksThen(s, runSnapshotting)
 		}
 	}
-	claim, err := r.ensureSourceClaim(ctx, s)
+	claims, err := r.ensureSourceClaims(ctx, s)
 	switch {
 	case err != nil:
 		return runDone, err
 	case s.runFailure != "":
 		return finished(s, storagev1.RunStatus{Result: storagev1.RunFailed, Reason: s.runFailureReason, Message: s.runFailure})
-	case claim == "": // waiting for the snapshot
+	case claims == nil: // waiting for the snapshots
 		s.requeue = min(s.requeue, 10*time.Second)
 		return waiting(s), nil
 	}
-	s.claim = claim
+	s.claims = claims
 	return runUploading, nil
 }
 
 // reconcileUploading creates the run's backup Job and follows it to its end.
 func (r *PVCBackupReconciler) reconcileUploading(ctx context.Context, s *scope) (runState, error) {
 	pb, run := s.backup, s.backup.Status.ActiveRun
-	if s.claim == "" {
-		s.claim = pb.Spec.PVCName // no snapshot: the mover reads the PVC itself
+	if s.claims == nil {
+		s.claims = directClaims(runMembers(pb, run)) // no snapshot: the mover reads the PVCs themselves
 	}
 	job := &batchv1.Job{}
 	err := r.runJobReader(s).Get(ctx, client.ObjectKey{Namespace: pb.Namespace, Name: storagekit.RunObjectName(pb, run)}, job)
@@ -222,7 +222,7 @@ func (r *PVCBackupReconciler) reconcileUploading(ctx context.Context, s *scope) 
 		if err := r.ensureFresh(ctx, s); err != nil {
 			return runDone, err
 		}
-		job = desiredBackupJob(pb, run, s.claim, r.MoverImage, storagekit.RemainingSeconds(runDeadline(pb, run), s.now))
+		job = desiredBackupJob(pb, run, s.claims, r.MoverImage, storagekit.RemainingSeconds(runDeadline(pb, run), s.now))
 		if err := storagekit.CreateOnce(ctx, r.Client, pb, job); err != nil {
 			if apierrors.IsInvalid(err) {
 				return runDone, errclass.Stalled(storagekit.ReasonInvalidSpec, fmt.Sprintf("the API server rejected the mover Job built from the spec: %v", err))
@@ -431,6 +431,9 @@ func (r *PVCBackupReconciler) startRun(_ context.Context, s *scope) (runState, e
 	}
 	run.ID = storagekit.RunID(run.ScheduledTime.Time, run.Manual)
 	run.Engine = s.engine // resolved by checkDependencies, as a run is due
+	if pb.Spec.IsGroup() {
+		run.PVCs = s.members // resolved by checkDependencies: the run's members, once and for all
+	}
 	pb.Status.ActiveRun = run
 	if hasHooks(pb) {
 		// Not the one-request start: the run, and the session that may run its hooks, are in
@@ -466,6 +469,7 @@ func (r *PVCBackupReconciler) finishRun(ctx context.Context, s *scope, rec stora
 	if run.Hooks != nil {
 		rec.Hooks = run.Hooks.Results
 	}
+	rec.PVCs = run.PVCs
 	st := &pb.Status
 	st.LastRun = &rec
 	st.History = append([]storagev1.RunStatus{rec}, st.History...)

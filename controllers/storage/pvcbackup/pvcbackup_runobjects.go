@@ -3,6 +3,7 @@ package pvcbackup
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -142,6 +143,11 @@ func adoptStartedRun(s *scope, obj client.Object) {
 		StartTime: metav1.NewTime(started), Manual: manual, Engine: storagev1.BackupEngine(a[storagekit.AnnotationEngine])}
 	if run.ID != storagekit.RunID(scheduled, manual) {
 		return
+	}
+	if pvcs := a[storagekit.AnnotationPVCs]; pvcs != "" {
+		run.PVCs = strings.Split(pvcs, ",")
+	} else if pb.Spec.IsGroup() {
+		return // a group's run without its members: not written by this operator, left alone
 	}
 	pb.Status.ActiveRun = run
 	if s.engine == "" {

@@ -28,51 +28,89 @@ const (
 	ReasonSnapshotNotReady = "SnapshotNotReady"
 )
 
-// ensureSourceClaim returns the claim the mover reads: the PVC itself, or — with a snapshot class
-// — a temporary PVC restored from a VolumeSnapshot of it, once that snapshot is ready.
-func (r *PVCBackupReconciler) ensureSourceClaim(ctx context.Context, s *scope) (string, error) {
+// ensureSourceClaims returns the claims the mover reads, one per member of the run
+// (runMembers): the PVCs themselves, or — with spec.snapshot — temporary PVCs restored from a
+// VolumeSnapshot of each, once every snapshot is ready. The snapshots of a group are all created
+// in the same step (one reconcile), right after the before-hooks; nil while any is not ready.
+func (r *PVCBackupReconciler) ensureSourceClaims(ctx context.Context, s *scope) ([]storagekit.MemberClaim, error) {
 	pb, run := s.backup, s.backup.Status.ActiveRun
+	members := runMembers(pb, run)
 	if pb.Spec.Snapshot == nil {
-		return pb.Spec.PVCName, nil
+		return directClaims(members), nil
 	}
 	if !r.snapshotsServed(ctx) {
 		// The API went away during the run (checkDependencies found it before the start): the
 		// run ends, and the next reconcile says SnapshotsUnsupported, never next to Uploading.
 		s.runFailure, s.runFailureReason = snapshotsUnsupported(r.Poll()), ReasonSnapshotsUnsupported
-		return "", nil
+		return nil, nil
 	}
-	name := storagekit.RunObjectName(pb, run)
+	snaps := make([]*snapshotv1.VolumeSnapshot, len(members))
+	ready := true
+	for i, pvc := range members {
+		vs, ok, err := r.ensureSnapshot(ctx, s, pvc, memberObjectName(pb, run, i))
+		if err != nil || s.runFailure != "" {
+			return nil, err
+		}
+		snaps[i], ready = vs, ready && ok
+	}
+	if !ready {
+		return nil, nil
+	}
+	claims := make([]storagekit.MemberClaim, len(members))
+	for i, pvc := range members {
+		if err := r.ensureSnapshotClaim(ctx, s, pvc, snaps[i]); err != nil {
+			return nil, err
+		}
+		claims[i] = storagekit.MemberClaim{Dir: pvc, Claim: snaps[i].Name}
+	}
+	return claims, nil
+}
+
+// directClaims are the claims of a run without snapshots: the members themselves.
+func directClaims(members []string) []storagekit.MemberClaim {
+	claims := make([]storagekit.MemberClaim, len(members))
+	for i, pvc := range members {
+		claims[i] = storagekit.MemberClaim{Dir: pvc, Claim: pvc}
+	}
+	return claims
+}
+
+// ensureSnapshot creates the run's VolumeSnapshot name of pvc when it is missing, and tells
+// whether it is ready to use. A snapshot that failed, or is not ready at the run's deadline,
+// ends the run (s.runFailure).
+func (r *PVCBackupReconciler) ensureSnapshot(ctx context.Context, s *scope, pvc, name string) (*snapshotv1.VolumeSnapshot, bool, error) {
+	pb, run := s.backup, s.backup.Status.ActiveRun
 	vs := &snapshotv1.VolumeSnapshot{ObjectMeta: metav1.ObjectMeta{Namespace: pb.Namespace, Name: name}}
 	if err := r.Get(ctx, client.ObjectKeyFromObject(vs), vs); apierrors.IsNotFound(err) {
 		if err := r.ensureFresh(ctx, s); err != nil {
-			return "", err
+			return nil, false, err
 		}
-		class := s.snapshotClass
+		class := s.snapshotClasses[pvc]
 		if class == "" { // the run started in an earlier reconcile, whose Create failed
-			source, err := r.sourceClaim(ctx, pb)
+			source, err := r.sourceClaim(ctx, pb.Namespace, pvc)
 			if err != nil {
-				return "", err
+				return nil, false, err
 			}
 			if class, err = r.resolveSnapshotClass(ctx, s, source); err != nil {
-				return "", err
+				return nil, false, err
 			}
 		}
 		vs.Labels, vs.Annotations = runLabels(pb, run), storagekit.RunAnnotations(pb, run)
 		vs.Spec = snapshotv1.VolumeSnapshotSpec{
-			Source:                  snapshotv1.VolumeSnapshotSource{PersistentVolumeClaimName: ptr.To(pb.Spec.PVCName)},
+			Source:                  snapshotv1.VolumeSnapshotSource{PersistentVolumeClaimName: ptr.To(pvc)},
 			VolumeSnapshotClassName: ptr.To(class),
 		}
 		if err := storagekit.CreateOnce(ctx, r.Client, pb, vs); err != nil {
-			return "", fmt.Errorf("create VolumeSnapshot: %w", err)
+			return nil, false, fmt.Errorf("create VolumeSnapshot: %w", err)
 		}
 		s.stage = ReasonSnapshotPending
-		return "", nil
+		return vs, false, nil
 	} else if err != nil {
-		return "", fmt.Errorf("get VolumeSnapshot: %w", err)
+		return nil, false, fmt.Errorf("get VolumeSnapshot: %w", err)
 	}
 	if st := vs.Status; st != nil && st.Error != nil && st.Error.Message != nil {
-		s.runFailure, s.runFailureReason = fmt.Sprintf("VolumeSnapshot %s failed: %s", name, *st.Error.Message), ReasonSnapshotFailed
-		return "", nil
+		s.runFailure, s.runFailureReason = fmt.Sprintf("VolumeSnapshot %s%s failed: %s", name, ofMember(run, pvc), *st.Error.Message), ReasonSnapshotFailed
+		return vs, false, nil
 	}
 	if vs.Status == nil || !ptr.Deref(vs.Status.ReadyToUse, false) {
 		s.stage = ReasonSnapshotPending
@@ -80,44 +118,58 @@ func (r *PVCBackupReconciler) ensureSourceClaim(ctx context.Context, s *scope) (
 		age := s.now.Sub(vs.CreationTimestamp.Time).Round(time.Second)
 		if deadline := runDeadline(pb, run); !s.now.Before(deadline) {
 			s.runFailure, s.runFailureReason = fmt.Sprintf(
-				"VolumeSnapshot %s (class %q) was not ready to use %s after it was created, at the run's deadline "+
+				"VolumeSnapshot %s%s (class %q) was not ready to use %s after it was created, at the run's deadline "+
 					"(spec.mover.activeDeadlineSeconds %d): %s; it is deleted with the run",
-				name, class, age, pb.Spec.Mover.Deadline(), snapshotProgress(vs)), ReasonSnapshotNotReady
-			return "", nil
+				name, ofMember(run, pvc), class, age, pb.Spec.Mover.Deadline(), snapshotProgress(vs)), ReasonSnapshotNotReady
+			return vs, false, nil
 		}
 		if age > snapshotReadyBound {
-			s.stageMessage = fmt.Sprintf("VolumeSnapshot %s is not ready after %s (%s); check the CSI driver and snapshot class %q",
-				name, age, snapshotProgress(vs), class)
+			s.stageMessage = fmt.Sprintf("VolumeSnapshot %s%s is not ready after %s (%s); check the CSI driver and snapshot class %q",
+				name, ofMember(run, pvc), age, snapshotProgress(vs), class)
 		}
 		s.requeue = min(s.requeue, max(time.Second, runDeadline(pb, run).Sub(s.now)))
-		return "", nil
+		return vs, false, nil
 	}
-
-	if err := r.Get(ctx, client.ObjectKey{Namespace: pb.Namespace, Name: name}, storagekit.ClaimMetadata()); apierrors.IsNotFound(err) {
-		if err := r.ensureFresh(ctx, s); err != nil {
-			return "", err
-		}
-		source, err := r.sourceClaim(ctx, pb)
-		if err != nil {
-			return "", err
-		}
-		tmp := desiredSnapshotClaim(pb, run, name, source, vs)
-		if err := storagekit.CreateOnce(ctx, r.Client, pb, tmp); err != nil {
-			return "", fmt.Errorf("create PVC from snapshot: %w", err)
-		}
-	} else if err != nil {
-		return "", fmt.Errorf("get PVC from snapshot: %w", err)
-	}
-	return name, nil
+	return vs, true, nil
 }
 
-// sourceClaim reads the PVC of pb, uncached: the cache holds the metadata of PVCs only
+// ofMember names, in messages about a group's snapshot, the member it is of.
+func ofMember(run *storagev1.ActiveRun, pvc string) string {
+	if len(run.PVCs) == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (of group member %s)", pvc)
+}
+
+// ensureSnapshotClaim creates the temporary PVC restored from the ready snapshot vs of pvc, named
+// as the snapshot, when it is missing.
+func (r *PVCBackupReconciler) ensureSnapshotClaim(ctx context.Context, s *scope, pvc string, vs *snapshotv1.VolumeSnapshot) error {
+	pb, run := s.backup, s.backup.Status.ActiveRun
+	if err := r.Get(ctx, client.ObjectKey{Namespace: pb.Namespace, Name: vs.Name}, storagekit.ClaimMetadata()); apierrors.IsNotFound(err) {
+		if err := r.ensureFresh(ctx, s); err != nil {
+			return err
+		}
+		source, err := r.sourceClaim(ctx, pb.Namespace, pvc)
+		if err != nil {
+			return err
+		}
+		tmp := desiredSnapshotClaim(pb, run, vs.Name, source, vs)
+		if err := storagekit.CreateOnce(ctx, r.Client, pb, tmp); err != nil {
+			return fmt.Errorf("create PVC from snapshot: %w", err)
+		}
+	} else if err != nil {
+		return fmt.Errorf("get PVC from snapshot: %w", err)
+	}
+	return nil
+}
+
+// sourceClaim reads PVC name of namespace, uncached: the cache holds the metadata of PVCs only
 // (ClaimMetadata), and their spec is needed only to pick a snapshot class and to size the PVC
 // restored from a snapshot, once per run.
-func (r *PVCBackupReconciler) sourceClaim(ctx context.Context, pb *storagev1.PVCBackup) (*corev1.PersistentVolumeClaim, error) {
+func (r *PVCBackupReconciler) sourceClaim(ctx context.Context, namespace, name string) (*corev1.PersistentVolumeClaim, error) {
 	source := &corev1.PersistentVolumeClaim{}
-	if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: pb.Namespace, Name: pb.Spec.PVCName}, source); err != nil {
-		return nil, fmt.Errorf("get source PVC: %w", err)
+	if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, source); err != nil {
+		return nil, fmt.Errorf("get source PVC %s: %w", name, err)
 	}
 	return source, nil
 }

@@ -1,6 +1,9 @@
 package storagekit
 
 import (
+	"fmt"
+	"path"
+
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -39,10 +42,13 @@ func caKey(ref *storagev1.SecretKeySelector) string {
 
 // MoverJob describes one mover Job; DesiredMoverJob turns it into the Job object.
 type MoverJob struct {
-	Name     string
-	Labels   map[string]string
-	Command  string // backup or restore
-	Claim    string
+	Name    string
+	Labels  map[string]string
+	Command string // backup or restore
+	Claim   string
+	// Members are the claims of a group (a group backup or restore), each mounted at
+	// VolumeMount/<Dir>, instead of Claim at VolumeMount.
+	Members  []MemberClaim
 	ReadOnly bool
 	Env      []corev1.EnvVar
 	Options  *storagev1.MoverOptions
@@ -53,6 +59,12 @@ type MoverJob struct {
 	// deadline is the Job's activeDeadlineSeconds: what is left of the run's deadline (required:
 	// a Job with 0 fails at once with DeadlineExceeded).
 	Deadline int64
+}
+
+// MemberClaim is one claim of a group mover Job: the PVC mounted at VolumeMount/<Dir>.
+type MemberClaim struct {
+	Dir   string // the member's directory in the backup: its source PVC's name
+	Claim string // the PVC mounted there (the member itself, its snapshot's PVC, or a restore target)
 }
 
 // DesiredMoverJob is a Job running the operator's own image as the mover, with the S3 location
@@ -86,6 +98,12 @@ func DesiredMoverJob(src S3Source, image string, j MoverJob) *batchv1.Job {
 		volumes = []corev1.Volume{{Name: "volume", VolumeSource: corev1.VolumeSource{
 			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: j.Claim, ReadOnly: j.ReadOnly}}}}
 		mounts = []corev1.VolumeMount{{Name: "volume", MountPath: VolumeMount, ReadOnly: j.ReadOnly}}
+	}
+	for i, m := range j.Members { // volume names are DNS labels: numbered, not named after the PVCs
+		name := fmt.Sprintf("member-%d", i)
+		volumes = append(volumes, corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{
+			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: m.Claim, ReadOnly: j.ReadOnly}}})
+		mounts = append(mounts, corev1.VolumeMount{Name: name, MountPath: path.Join(VolumeMount, m.Dir), ReadOnly: j.ReadOnly})
 	}
 	if j.KopiaCache {
 		volumes = append(volumes, corev1.Volume{Name: "kopia-cache", VolumeSource: corev1.VolumeSource{

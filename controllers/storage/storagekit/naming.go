@@ -27,6 +27,8 @@ const (
 	AnnotationEngine        = "storage.okgoes.com/engine"
 	// AnnotationManualTrigger is spec.trigger.manual of a manual run.
 	AnnotationManualTrigger = "storage.okgoes.com/manual-trigger"
+	// AnnotationPVCs lists the members of a group run (status.activeRun.pvcs), comma-separated.
+	AnnotationPVCs = "storage.okgoes.com/pvcs"
 )
 
 // RunAnnotations are the annotations of a run's first object.
@@ -40,6 +42,9 @@ func RunAnnotations(pb *storagev1.PVCBackup, run *storagev1.ActiveRun) map[strin
 	}
 	if run.Manual && pb.Spec.Trigger != nil {
 		a[AnnotationManualTrigger] = pb.Spec.Trigger.Manual
+	}
+	if len(run.PVCs) > 0 {
+		a[AnnotationPVCs] = strings.Join(run.PVCs, ",")
 	}
 	return a
 }

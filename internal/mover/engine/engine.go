@@ -38,12 +38,15 @@ type S3 struct {
 
 // BackupJob describes one backup run.
 type BackupJob struct {
-	ID              string
-	SourceDir       string
-	ArchiveKey      string
-	ManifestKey     string
-	Namespace       string
-	PVC             string
+	ID          string
+	SourceDir   string
+	ArchiveKey  string
+	ManifestKey string
+	Namespace   string
+	PVC         string
+	// PVCs are the members of a group backup, each in the directory of its name under
+	// SourceDir; empty for the backup of one PVC.
+	PVCs            []string
 	ScheduledTime   time.Time
 	PartSize        uint64 // archive engine: the multipart part size (mover.DefaultPartSize if 0)
 	OperatorVersion string

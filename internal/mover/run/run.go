@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -81,6 +82,7 @@ func configFromEnv(getenv func(string) string, backup bool) (Config, error) {
 		ManifestKey: need(mover.EnvManifestKey),
 		Namespace:   getenv(mover.EnvSourceNamespace),
 		PVC:         getenv(mover.EnvSourcePVC),
+		PVCs:        splitList(getenv(mover.EnvSourcePVCs)),
 		ProgressKey: getenv(mover.EnvProgressKey),
 		RecordKey:   getenv(mover.EnvKopiaRecordKey),
 	}
@@ -122,6 +124,14 @@ func configFromEnv(getenv func(string) string, backup bool) (Config, error) {
 	return c, nil
 }
 
+// splitList is the comma-separated list s; nil when s is empty.
+func splitList(s string) []string {
+	if s == "" {
+		return nil
+	}
+	return strings.Split(s, ",")
+}
+
 // isBackupJobVar reports whether name is a variable only a backup requires.
 func isBackupJobVar(name string) bool {
 	switch name {
@@ -149,7 +159,23 @@ func backup(ctx context.Context, getenv func(string) string, version string) mov
 		res.ID = cfg.Job.ID
 		return res
 	}
+	if err := checkMembers(cfg.Job); err != nil {
+		return resultOf(mover.Result{ID: cfg.Job.ID}, err)
+	}
 	return resultOf(cfg.Engine.Backup(ctx, engine.S3{Store: store, Config: cfg.Store}, cfg.Job))
+}
+
+// checkMembers proves that every member of a group backup is a directory under the source
+// directory (its volume's mount), before anything is read: a member whose volume is missing
+// would otherwise be backed up as nothing, and restored as an empty volume.
+func checkMembers(job engine.BackupJob) error {
+	for _, pvc := range job.PVCs {
+		dir := filepath.Join(job.SourceDir, pvc)
+		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+			return mover.Fail(mover.ReasonVolumeReadFailed, "the volume of group member %s is not mounted at %s (%v)", pvc, dir, err)
+		}
+	}
+	return nil
 }
 
 // Restore is `mover restore`: it reads the environment, restores, and writes the Result to the

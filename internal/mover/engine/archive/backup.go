@@ -90,6 +90,7 @@ func Backup(ctx context.Context, store ObjectStore, job engine.BackupJob, now fu
 	}
 
 	m := tarzstd.NewManifest(job.ID, job.Namespace, job.PVC, job.ArchiveKey, wr.stats)
+	m.Source.PVCs = job.PVCs
 	m.ScheduledTime, m.StartTime, m.CompletionTime = job.ScheduledTime.UTC(), start.UTC(), now().UTC()
 	m.OperatorVersion = job.OperatorVersion
 	m.SetTree(top) // read after done: the writer goroutine has finished with it

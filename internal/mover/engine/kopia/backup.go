@@ -178,8 +178,15 @@ func (b *backupRun) snapshot(ahead *kopiarepo.Listing) (kopiarepo.SnapshotInfo, 
 	return snap, last.Load(), nil
 }
 
-// source is the snapshot source of the backup: the PVC it reads.
-func (b *backupRun) source() string { return b.job.Namespace + "/" + b.job.PVC }
+// source is the snapshot source of the backup: the PVC it reads, or for a group the fixed
+// source "<namespace>/group" (a member list that changes keeps the previous snapshot as the
+// parent of the next: the repository is the PVCBackup's own).
+func (b *backupRun) source() string {
+	if len(b.job.PVCs) > 0 {
+		return b.job.Namespace + "/group"
+	}
+	return b.job.Namespace + "/" + b.job.PVC
+}
 
 // writeManifest writes the manifest that makes snap a backup.
 func (b *backupRun) writeManifest(snap kopiarepo.SnapshotInfo) (archive.Manifest, error) {
@@ -187,7 +194,7 @@ func (b *backupRun) writeManifest(snap kopiarepo.SnapshotInfo) (archive.Manifest
 	m := archive.Manifest{FormatVersion: archive.FormatVersion, ID: job.ID, Engine: name,
 		Files: int64(snap.Files), Dirs: int64(snap.Dirs), Symlinks: int64(snap.Symlinks), ContentBytes: snap.TotalBytes, Skipped: int64(snap.Skipped),
 		Kopia: &archive.KopiaSnapshot{Repository: b.prefix, SnapshotID: snap.ID, Source: b.source(), UploadedBytes: snap.UploadedBytes}}
-	m.Source.Namespace, m.Source.PVC = job.Namespace, job.PVC
+	m.Source.Namespace, m.Source.PVC, m.Source.PVCs = job.Namespace, job.PVC, job.PVCs
 	m.ScheduledTime, m.StartTime, m.CompletionTime = job.ScheduledTime.UTC(), b.start.UTC(), b.now().UTC()
 	m.OperatorVersion = job.OperatorVersion
 	data, err := json.MarshalIndent(m, "", "  ")
