@@ -38,6 +38,8 @@ type extractor struct {
 	// all the way up: entries below them need no check of the path on the way. Whatever
 	// replaces a path removes it, and everything under it, from here.
 	known map[string]struct{}
+	// volumeRoots are dest and ReadOptions.VolumeRoots under it (absolute): volume roots.
+	volumeRoots map[string]bool
 }
 
 func (ex *extractor) extract(hdr *tar.Header, r io.Reader) error {
@@ -311,9 +313,10 @@ func (ex *extractor) finishDirs() error {
 		}
 		// The destination itself belongs to the volume, not to the archive: a restore that does
 		// not own it (a non-root mover on a volume root owned by root and the fsGroup) leaves
-		// its owner, mode and mtime as they are and restores everything inside.
+		// its owner, mode and mtime as they are and restores everything inside. So do the
+		// members' directories of a group restore, each a volume root (VolumeRoots).
 		keep := func(err error) error {
-			if d.path == ex.dest && errors.Is(err, syscall.EPERM) {
+			if ex.volumeRoots[d.path] && errors.Is(err, syscall.EPERM) {
 				return nil
 			}
 			return err

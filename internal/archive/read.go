@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 
 	"github.com/klauspost/compress/zstd"
 )
@@ -22,6 +23,10 @@ type ReadOptions struct {
 	// Only extracts the entries of this Selection and skips the others (their content is still
 	// read and hashed); nil: every entry.
 	Only *Selection
+	// VolumeRoots are directories under the destination (a group backup's members, each a
+	// volume's mount) that, like the destination itself, keep their owner, mode and mtime when
+	// the restore may not change them.
+	VolumeRoots []string
 }
 
 // decoderOptions bound the decompressor's memory whatever the input claims: one goroutine, and
@@ -56,7 +61,10 @@ func Read(ctx context.Context, r io.Reader, dest string, opts ReadOptions) (Stat
 		return st, fmt.Errorf("restore into %s: not a directory", dest)
 	}
 	ex := &extractor{ctx: ctx, dest: dest, opts: opts, st: &st, buf: make([]byte, extractBuffer),
-		small: newSmallFiles(ctx, opts), known: map[string]struct{}{dest: {}}}
+		small: newSmallFiles(ctx, opts), known: map[string]struct{}{dest: {}}, volumeRoots: map[string]bool{dest: true}}
+	for _, rel := range opts.VolumeRoots {
+		ex.volumeRoots[filepath.Join(dest, rel)] = true
+	}
 	n, sum, err := scan(ctx, r, ex.extract)
 	if cerr := ex.small.close(); err == nil {
 		err = cerr

@@ -63,7 +63,11 @@ type RestoreStats struct {
 // their owner, mode and times, deepest first. kopia's own restore (restore.Entry) walked the
 // tree a second time, reading every directory again and asking the index and lstat about each
 // file the pack pass had written.
-func (r *Repo) Restore(ctx context.Context, snapshotID, targetDir string) (RestoreStats, error) {
+//
+// volumeRoots are directories of the snapshot's root (a group backup's members) that are volume
+// roots in the target too: like the target's root, they keep their owner, and a refused mode or
+// time is ignored.
+func (r *Repo) Restore(ctx context.Context, snapshotID, targetDir string, volumeRoots ...string) (RestoreStats, error) {
 	ctx = r.kopiaContext(ctx)
 	man, err := r.load(ctx, snapshotID)
 	if err != nil {
@@ -84,7 +88,7 @@ func (r *Repo) Restore(ctx context.Context, snapshotID, targetDir string) (Resto
 	if err != nil {
 		return RestoreStats{}, err
 	}
-	st, err := r.restorePlan(ctx, plan, target, true)
+	st, err := r.restorePlan(ctx, plan, target, true, volumeRoots...)
 	if ctx.Err() != nil {
 		return RestoreStats{}, ctx.Err()
 	}
@@ -96,8 +100,11 @@ func (r *Repo) Restore(ctx context.Context, snapshotID, targetDir string) (Resto
 
 // restorePlan writes what plan lists into target. withRoot gives the target's root the
 // snapshot root's mode and times (a restore of some paths leaves the root as it is).
-func (r *Repo) restorePlan(ctx context.Context, plan *readPlan, target string, withRoot bool) (RestoreStats, error) {
-	t := restoreTarget{root: target, keepRoot: !withRoot}
+func (r *Repo) restorePlan(ctx context.Context, plan *readPlan, target string, withRoot bool, volumeRoots ...string) (RestoreStats, error) {
+	t := restoreTarget{root: target, keepRoot: !withRoot, volumeRoots: map[string]bool{}}
+	for _, rel := range volumeRoots {
+		t.volumeRoots[rel] = true
+	}
 	if err := t.makeDirs(plan.dirs); err != nil {
 		return RestoreStats{}, err
 	}
@@ -144,6 +151,8 @@ func (r *Repo) restorePlan(ctx context.Context, plan *readPlan, target string, w
 type restoreTarget struct {
 	root     string
 	keepRoot bool // finishDirs leaves the root's mode and times alone
+	// volumeRoots are directories (rel) that are volume roots as the root is: a group's members.
+	volumeRoots map[string]bool
 }
 
 // path is where the entry rel (slash-separated, under the snapshot's root) goes.
@@ -210,7 +219,7 @@ func (t restoreTarget) finishDirs(rels []string, entries []fs.Entry) error {
 		var err error
 		switch {
 		case i == 0 && t.keepRoot:
-		case i == 0:
+		case i == 0 || t.volumeRoots[rels[i]]:
 			err = errors.Join(ignorePermission(os.Chmod(p, e.Mode()&fs.ModBits)), ignorePermission(setTimes(p, e.ModTime(), 0)))
 		default:
 			err = setDirAttributes(p, e)

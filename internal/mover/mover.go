@@ -55,6 +55,11 @@ const (
 const (
 	EnvTargetDir = "MOVER_TARGET_DIR"
 	EnvOverwrite = "RESTORE_OVERWRITE" // Refuse, Clean or Merge
+	// EnvRestoreMembers makes the restore that of a group backup: "<pvc>=<overwrite>,...", one
+	// per member of the backup (its manifest's source.pvcs), each restored into
+	// <EnvTargetDir>/<pvc>, its target volume's mount, with its own overwrite policy
+	// (EnvOverwrite is then unused).
+	EnvRestoreMembers = "RESTORE_MEMBERS"
 )
 
 // Environment of `mover list` (besides the S3 variables, the engine's and EnvManifestKey): the

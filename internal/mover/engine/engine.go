@@ -78,6 +78,17 @@ type RestoreJob struct {
 	// Paths restores only these files or directories (mover.DecodePaths: checked, outermost
 	// only, sorted); nil: the whole backup.
 	Paths []string
+	// Members makes the restore that of a group backup (target.go): each member's tree goes
+	// into TargetDir/<Dir>, its own volume, with its own Overwrite policy; nil: one volume.
+	Members []Member
+}
+
+// Member is one member of a group restore: the directory of its tree in the backup (its PVC's
+// name), which is also where its target volume is mounted under TargetDir, and the overwrite
+// policy of that volume.
+type Member struct {
+	Dir       string
+	Overwrite string
 }
 
 // VerifyJob describes one verify: the backup to read back.

@@ -124,6 +124,25 @@ func configFromEnv(getenv func(string) string, backup bool) (Config, error) {
 	return c, nil
 }
 
+// decodeMembers reads mover.EnvRestoreMembers: "<pvc>=<overwrite>,...", each pvc once and a
+// plain name (no path), each overwrite Refuse, Clean or Merge; nil when s is empty.
+func decodeMembers(s string) ([]engine.Member, error) {
+	var members []engine.Member
+	seen := map[string]bool{}
+	for _, item := range splitList(s) {
+		dir, overwrite, _ := strings.Cut(item, "=")
+		switch {
+		case dir == "" || dir == "." || dir == ".." || strings.ContainsAny(dir, "/\\") || seen[dir]:
+			return nil, fmt.Errorf("%s: %q is not a member name, or is named twice", mover.EnvRestoreMembers, dir)
+		case overwrite != "Refuse" && overwrite != "Clean" && overwrite != "Merge":
+			return nil, fmt.Errorf("%s: member %s: overwrite %q is not Refuse, Clean or Merge", mover.EnvRestoreMembers, dir, overwrite)
+		}
+		seen[dir] = true
+		members = append(members, engine.Member{Dir: dir, Overwrite: overwrite})
+	}
+	return members, nil
+}
+
 // splitList is the comma-separated list s; nil when s is empty.
 func splitList(s string) []string {
 	if s == "" {
@@ -191,6 +210,12 @@ func Restore(ctx context.Context, getenv func(string) string) mover.Result {
 		return report(getenv, failed(fmt.Errorf("%s cannot be combined with %s=Clean", mover.EnvRestorePaths, mover.EnvOverwrite), mover.ReasonInvalidConfig))
 	}
 	job.Paths = paths
+	if job.Members, err = decodeMembers(getenv(mover.EnvRestoreMembers)); err != nil {
+		return report(getenv, failed(err, mover.ReasonInvalidConfig))
+	}
+	if len(job.Members) > 0 && len(paths) > 0 { // admission refuses it: a group is restored whole
+		return report(getenv, failed(fmt.Errorf("%s cannot be combined with %s", mover.EnvRestorePaths, mover.EnvRestoreMembers), mover.ReasonInvalidConfig))
+	}
 	return report(getenv, read(ctx, getenv, func(e Engine, ctx context.Context, s3 engine.S3) (mover.Result, error) {
 		return e.Restore(ctx, s3, job)
 	}))

@@ -59,16 +59,19 @@ func result(m tarzstd.Manifest, st tarzstd.Stats, archiveKey string) mover.Resul
 func Restore(ctx context.Context, store ObjectReader, job engine.RestoreJob) (tarzstd.Manifest, tarzstd.Stats, error) {
 	prepared := false
 	m, st, err := readBackup(ctx, store, job.ArchiveKey, job.ManifestKey,
-		func() error {
-			err := engine.PrepareTarget(job.TargetDir, job.Overwrite)
+		func(m tarzstd.Manifest) error {
+			if err := engine.CheckMembers(job, m.ID, m.Source.PVCs); err != nil {
+				return err
+			}
+			err := engine.PrepareTarget(job)
 			prepared = err == nil
 			return err
 		},
 		func(r io.Reader) (tarzstd.Stats, error) {
-			return tarzstd.Read(ctx, r, job.TargetDir, tarzstd.ReadOptions{Chown: true, IgnoreChownEPERM: true})
+			return tarzstd.Read(ctx, r, job.TargetDir, tarzstd.ReadOptions{Chown: true, IgnoreChownEPERM: true, VolumeRoots: engine.VolumeRoots(job)})
 		})
 	if err != nil {
-		err = engine.RestoreFailed(err, prepared, job.Overwrite)
+		err = engine.RestoreFailed(err, prepared, engine.OverwriteOf(job))
 	}
 	return m, st, err
 }
@@ -96,8 +99,11 @@ func RestorePaths(ctx context.Context, store ObjectReader, job engine.RestoreJob
 	var got tarzstd.Stats
 	prepared := false
 	m, _, err = readBackup(ctx, store, job.ArchiveKey, job.ManifestKey,
-		func() error {
-			err := engine.PrepareTarget(job.TargetDir, job.Overwrite)
+		func(m tarzstd.Manifest) error {
+			if err := engine.CheckMembers(job, m.ID, m.Source.PVCs); err != nil {
+				return err
+			}
+			err := engine.PrepareTarget(job)
 			prepared = err == nil
 			return err
 		},
@@ -157,7 +163,7 @@ func Verify(ctx context.Context, store ObjectReader, archiveKey, manifestKey str
 // (mover.CheckBackup) and readable (its first bytes), only then run prepare, stream the archive
 // into consume (archive.Read or archive.Check), and compare what consume saw with the manifest.
 // A missing object is BackupNotFound, a damaged or mismatching one VerificationFailed.
-func readBackup(ctx context.Context, store ObjectReader, archiveKey, manifestKey string, prepare func() error,
+func readBackup(ctx context.Context, store ObjectReader, archiveKey, manifestKey string, prepare func(tarzstd.Manifest) error,
 	consume func(io.Reader) (tarzstd.Stats, error)) (tarzstd.Manifest, tarzstd.Stats, error) {
 	var st tarzstd.Stats
 	body, err := store.Get(ctx, manifestKey)
@@ -205,7 +211,7 @@ func readBackup(ctx context.Context, store ObjectReader, archiveKey, manifestKey
 		return m, st, mover.Fail(mover.ReasonVerificationFailed, "archive %s is not a zstd stream (starts with %x)", archiveKey, head)
 	}
 	if prepare != nil {
-		if err := prepare(); err != nil {
+		if err := prepare(m); err != nil {
 			return m, st, err
 		}
 	}

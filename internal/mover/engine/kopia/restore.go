@@ -148,7 +148,7 @@ func restore(ctx context.Context, store Store, cfg objectstore.Config, job engin
 	return restoreWith(ctx, store, cfg, job, opts, restoreSteps{
 		check: func(r *kopiarepo.Repo, m archive.Manifest) error { return proveBeforeClean(ctx, r, m, job) },
 		write: func(r *kopiarepo.Repo, m archive.Manifest) (kopiarepo.RestoreStats, error) {
-			st, err := r.Restore(ctx, m.Kopia.SnapshotID, job.TargetDir)
+			st, err := r.Restore(ctx, m.Kopia.SnapshotID, job.TargetDir, engine.VolumeRoots(job)...)
 			return st, restoreError(ctx, m, st, err, nil)
 		},
 	})
@@ -173,9 +173,12 @@ func restoreWith(ctx context.Context, store Store, cfg objectstore.Config, job e
 		var r *kopiarepo.Repo
 		if r, err = openSnapshot(ctx, cfg, opts, m); err == nil {
 			defer r.Close(context.WithoutCancel(ctx)) //nolint:errcheck // read-only
-			err = steps.check(r, m)
+			err = engine.CheckMembers(job, m.ID, m.Source.PVCs)
 			if err == nil {
-				err = engine.PrepareTarget(job.TargetDir, job.Overwrite)
+				err = steps.check(r, m)
+			}
+			if err == nil {
+				err = engine.PrepareTarget(job)
 			}
 			if err == nil {
 				prepared = true
@@ -184,7 +187,7 @@ func restoreWith(ctx context.Context, store Store, cfg objectstore.Config, job e
 		}
 	}
 	if err != nil {
-		err = engine.RestoreFailed(err, prepared, job.Overwrite)
+		err = engine.RestoreFailed(err, prepared, engine.OverwriteOf(job))
 	}
 	return m, st, err
 }
@@ -195,11 +198,8 @@ func restoreWith(ctx context.Context, store Store, cfg objectstore.Config, job e
 // more read of the backup (docs/backup-restore.md has the measured time); a Merge or Refuse
 // restore, or one into an empty target, destroys nothing and skips it.
 func proveBeforeClean(ctx context.Context, r *kopiarepo.Repo, m archive.Manifest, job engine.RestoreJob) error {
-	if job.Overwrite != "Clean" {
-		return nil
-	}
-	names, err := engine.TargetData(job.TargetDir)
-	if err != nil || len(names) == 0 {
+	cleans, err := engine.CleansData(job)
+	if err != nil || !cleans {
 		return err
 	}
 	_, err = r.Verify(ctx, m.Kopia.SnapshotID)
