@@ -121,7 +121,7 @@ func mutatePVCRestore(pr *storagev1.PVCRestore, rc *cachev1beta1.RedisCache) {
 	p := rc.Spec.Persistence
 	pr.Spec = storagev1.PVCRestoreSpec{
 		Source: rc.Spec.RestoreFrom.Source,
-		Target: storagev1.RestoreTarget{NewPVC: &storagev1.NewPVCTemplate{Name: dataClaimName(rc, 0), Size: p.Size,
+		Target: &storagev1.RestoreTarget{NewPVC: &storagev1.NewPVCTemplate{Name: dataClaimName(rc, 0), Size: p.Size,
 			StorageClassName: p.StorageClassName, AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}}},
 		Paths: []storagev1.RestorePath{rdbFile},
 		Mover: &storagev1.MoverOptions{PodSecurityContext: redisMoverSecurity()},

@@ -255,7 +255,7 @@ func (s *storageStory) restoreAndCompare(id, bin, want string) {
 	pr := &storagev1.PVCRestore{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: "back"},
 		Spec: storagev1.PVCRestoreSpec{
 			Source: storagev1.RestoreSource{PVCBackup: backupName, BackupID: id},
-			Target: storagev1.RestoreTarget{NewPVC: &storagev1.NewPVCTemplate{Name: "back-data", Size: resource.MustParse("1Gi")}},
+			Target: &storagev1.RestoreTarget{NewPVC: &storagev1.NewPVCTemplate{Name: "back-data", Size: resource.MustParse("1Gi")}},
 		}}
 	if err := s.k8s.Create(s.ctx, pr); err != nil {
 		s.t.Fatal(err)

@@ -25,15 +25,34 @@ const (
 
 // PVCRestoreSpec is the restore the user asks for. It is immutable: a restore runs once.
 // +kubebuilder:validation:XValidation:rule="self == oldSelf",message="a PVCRestore runs once: its spec cannot change; create a new one"
-// +kubebuilder:validation:XValidation:rule="has(self.target.pvcName) != has(self.target.newPVC)",message="set exactly one of target.pvcName and target.newPVC"
-// +kubebuilder:validation:XValidation:rule="!has(self.paths) || size(self.paths) == 0 || !has(self.target.overwrite) || self.target.overwrite != 'Clean'",message="paths cannot be combined with target.overwrite Clean: Clean empties the whole volume, and a restore of some paths would not put the rest back; use Merge (only the named paths are written) or restore into a new PVC"
+// +kubebuilder:validation:XValidation:rule="has(self.target) != has(self.targets)",message="set exactly one of target (the backup of one PVC) and targets (a group backup: one target per member)"
+// +kubebuilder:validation:XValidation:rule="!has(self.target) || has(self.target.pvcName) != has(self.target.newPVC)",message="set exactly one of target.pvcName and target.newPVC"
+// +kubebuilder:validation:XValidation:rule="!has(self.paths) || size(self.paths) == 0 || !has(self.target) || !has(self.target.overwrite) || self.target.overwrite != 'Clean'",message="paths cannot be combined with target.overwrite Clean: Clean empties the whole volume, and a restore of some paths would not put the rest back; use Merge (only the named paths are written) or restore into a new PVC"
+// +kubebuilder:validation:XValidation:rule="!has(self.paths) || size(self.paths) == 0 || !has(self.targets)",message="paths cannot be combined with targets: a group backup is restored whole"
 type PVCRestoreSpec struct {
 	// Source is the backup to restore.
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Source",order=1
 	Source RestoreSource `json:"source"`
-	// Target is the volume to restore into.
+	// Target is the volume to restore the backup of one PVC into. Exactly one of target and
+	// targets is set.
+	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Target",order=2
-	Target RestoreTarget `json:"target"`
+	Target *RestoreTarget `json:"target,omitempty"`
+	// Targets restore a group backup (PVCBackup spec.group): one per member of the backup (its
+	// status.backups[].pvcs), each naming the member (sourcePVC) and the volume it is restored
+	// into, with its own overwrite policy. One mover restores them all; a target that refuses
+	// (Refuse, with data) fails the restore before any target is changed. A group backup
+	// restored with target, or the backup of one PVC with targets, or targets that are not
+	// exactly the backup's members, fail before anything is touched (GroupBackup,
+	// NotAGroupBackup, TargetsMismatch).
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=16
+	// +listType=map
+	// +listMapKey=sourcePVC
+	// +kubebuilder:validation:XValidation:rule="self.all(t, self.exists_one(u, (has(u.pvcName) ? u.pvcName : (has(u.newPVC) ? u.newPVC.name : '')) == (has(t.pvcName) ? t.pvcName : (has(t.newPVC) ? t.newPVC.name : ''))))",message="each of targets must restore into a PVC of its own: two targets name the same PVC"
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Targets (group backup)",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:advanced"},order=2
+	Targets []GroupRestoreTarget `json:"targets,omitempty"`
 	// Mover tunes the pod that writes the volume.
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Mover",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:advanced"},order=3
@@ -154,6 +173,18 @@ type RestoreTarget struct {
 	AllowInUse bool `json:"allowInUse,omitempty"`
 }
 
+// GroupRestoreTarget is where one member of a group backup is restored: an existing PVC or a
+// new one, as target is for the backup of one PVC.
+// +kubebuilder:validation:XValidation:rule="has(self.pvcName) != has(self.newPVC)",message="each of targets sets exactly one of pvcName and newPVC"
+type GroupRestoreTarget struct {
+	// SourcePVC is the member of the backup restored here: the name of the PVC it was backed up
+	// from.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	SourcePVC     string `json:"sourcePVC"`
+	RestoreTarget `json:",inline"`
+}
+
 // NewPVCTemplate describes the PVC a restore creates.
 type NewPVCTemplate struct {
 	// Name of the new PVC.
@@ -212,10 +243,15 @@ type PVCRestoreStatus struct {
 	Engine BackupEngine `json:"engine,omitempty"`
 	// +optional
 	SnapshotID string `json:"snapshotID,omitempty"`
-	// TargetPVC is the PVC written.
+	// TargetPVC is the PVC written (spec.target).
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Target PVC",xDescriptors={"urn:alm:descriptor:io.kubernetes:PersistentVolumeClaim"},order=3
 	TargetPVC string `json:"targetPVC,omitempty"`
+	// Targets are the PVCs written by the restore of a group backup (spec.targets), each with
+	// the member restored into it.
+	// +kubebuilder:validation:MaxItems=16
+	// +optional
+	Targets []RestoredTarget `json:"targets,omitempty"`
 	// StartTime and CompletionTime of the restore.
 	// +optional
 	StartTime *metav1.Time `json:"startTime,omitempty"`
@@ -240,6 +276,14 @@ type PVCRestoreStatus struct {
 	// +listMapKey=type
 	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Conditions",xDescriptors={"urn:alm:descriptor:io.kubernetes.conditions"},order=5
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// RestoredTarget is one member of a group backup and the PVC it is restored into.
+type RestoredTarget struct {
+	// SourcePVC is the member.
+	SourcePVC string `json:"sourcePVC"`
+	// PVC written.
+	PVC string `json:"pvc"`
 }
 
 // PVCRestore restores one backup of a PVCBackup into a PVC, once.

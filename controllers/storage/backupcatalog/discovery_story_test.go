@@ -102,7 +102,7 @@ func restoreFrom(bc *storagev1.BackupCatalog, src storagev1.CatalogSource, id, n
 		Spec: storagev1.PVCRestoreSpec{
 			Source: storagev1.RestoreSource{BackupID: id, S3: &storagev1.RestoreS3Source{
 				Bucket: bc.Spec.Bucket, Location: bc.Spec.Location, Namespace: src.Namespace, PVCBackup: src.PVCBackup}},
-			Target: storagev1.RestoreTarget{NewPVC: &storagev1.NewPVCTemplate{Name: name, Size: resource.MustParse("1Gi")}},
+			Target: &storagev1.RestoreTarget{NewPVC: &storagev1.NewPVCTemplate{Name: name, Size: resource.MustParse("1Gi")}},
 		},
 	}
 }

@@ -87,3 +87,51 @@ func TestAdmissionChecksGroups(t *testing.T) {
 			"a PVCBackup cannot switch between spec.pvcName and spec.group (its backups would mix both kinds): create a new PVCBackup")
 	})
 }
+
+// spec.targets of a PVCRestore (a group backup's restore) is checked at admission: exactly one of
+// target and targets, each target with exactly one of pvcName and newPVC, each member once, each
+// PVC once, no paths.
+func TestAdmissionChecksGroupRestores(t *testing.T) {
+	ns := admissionNamespace(t)
+	into := func(member, pvc string) map[string]any {
+		return map[string]any{"sourcePVC": member, "newPVC": map[string]any{"name": pvc, "size": "1Gi"}}
+	}
+	existing := func(member, pvc string) map[string]any {
+		return map[string]any{"sourcePVC": member, "pvcName": pvc, "overwrite": "Clean"}
+	}
+	t.Run("admits one target per member", func(t *testing.T) {
+		edits := map[string]any{"spec.target": nil, "spec.targets": []any{into("db", "db-new"), existing("wal", "wal")}}
+		if err := apply(manifest(t, restoreManifest, ns, edits)); err != nil {
+			t.Errorf("rejected: %v", err)
+		}
+	})
+	invalid := []struct {
+		name    string
+		edits   map[string]any
+		field   string
+		message string
+	}{
+		{"target and targets", map[string]any{"spec.targets": []any{into("db", "db-new")}}, "spec",
+			"set exactly one of target (the backup of one PVC) and targets (a group backup: one target per member)"},
+		{"neither target nor targets", map[string]any{"spec.target": nil}, "spec",
+			"set exactly one of target (the backup of one PVC) and targets (a group backup: one target per member)"},
+		{"a target with pvcName and newPVC", map[string]any{"spec.target": nil, "spec.targets": []any{
+			map[string]any{"sourcePVC": "db", "pvcName": "db", "newPVC": map[string]any{"name": "db-new", "size": "1Gi"}}}},
+			"spec.targets[0]", "each of targets sets exactly one of pvcName and newPVC"},
+		{"two targets into one PVC", map[string]any{"spec.target": nil, "spec.targets": []any{into("db", "same"), existing("wal", "same")}},
+			"spec.targets", "each of targets must restore into a PVC of its own: two targets name the same PVC"},
+		{"paths with targets", map[string]any{"spec.target": nil, "spec.targets": []any{into("db", "db-new")}, "spec.paths": []any{"base"}},
+			"spec", "paths cannot be combined with targets: a group backup is restored whole"},
+	}
+	for _, tt := range invalid {
+		t.Run("refuses "+tt.name, func(t *testing.T) {
+			wantRejected(t, apply(manifest(t, restoreManifest, ns, tt.edits)), tt.field, tt.message)
+		})
+	}
+	t.Run("refuses a member twice", func(t *testing.T) {
+		err := apply(manifest(t, restoreManifest, ns, map[string]any{"spec.target": nil, "spec.targets": []any{into("db", "a"), into("db", "b")}}))
+		if err == nil || !strings.Contains(err.Error(), `spec.targets[1]: Duplicate value: {"sourcePVC":"db"}`) {
+			t.Errorf("want a duplicate sourcePVC refused: %v", err)
+		}
+	})
+}

@@ -233,49 +233,67 @@ func (r *PVCRestoreReconciler) resolveSource(ctx context.Context, s *restoreScop
 	pr.Status.Engine = engine.Name()
 	pr.Status.ObjectKey = engine.BackupKey(s.prefix, found.ID)
 	pr.Status.SnapshotID = engine.SnapshotID(found.Manifest)
+	if err := s.checkGroup(found.Manifest); err != nil {
+		return err
+	}
 	if engine.NeedsPassword() {
 		return password()
 	}
 	return nil
 }
 
-// resolveTarget finds or creates the target PVC and refuses one a running pod writes to.
+// resolveTarget finds or creates the target PVC (each target's, for a group backup) and refuses
+// one a running pod writes to.
 func (r *PVCRestoreReconciler) resolveTarget(ctx context.Context, s *restoreScope) error {
 	pr := s.restore
-	t := pr.Spec.Target
-	name := t.PVCName
-	if t.NewPVC != nil {
-		name = t.NewPVC.Name
+	pr.Status.Targets = nil
+	for _, t := range targetsOf(pr) {
+		if err := r.resolveOneTarget(ctx, s, t); err != nil {
+			return err
+		}
+		if t.source == "" {
+			pr.Status.TargetPVC = t.pvcName()
+		} else {
+			pr.Status.Targets = append(pr.Status.Targets, storagev1.RestoredTarget{SourcePVC: t.source, PVC: t.pvcName()})
+		}
 	}
+	return nil
+}
+
+// resolveOneTarget finds or creates the PVC of t and refuses one a running pod writes to.
+func (r *PVCRestoreReconciler) resolveOneTarget(ctx context.Context, s *restoreScope, t target) error {
+	pr, name, field := s.restore, t.pvcName(), t.field()
 	pvc := storagekit.ClaimMetadata() // its labels are all this needs
 	err := r.Get(ctx, client.ObjectKey{Namespace: pr.Namespace, Name: name}, pvc)
 	switch {
-	case apierrors.IsNotFound(err) && t.NewPVC != nil:
-		if err := r.checkNewPVCSize(ctx, s); err != nil {
-			return err
-		}
-		if err := storagekit.CreateOnce(ctx, r.Client, nil, desiredRestorePVC(pr)); err != nil {
-			if apierrors.IsInvalid(err) {
-				return s.finish(storagev1.RestoreFailed, storagekit.ReasonInvalidSpec, fmt.Sprintf("the API server rejected target.newPVC: %v", err))
+	case apierrors.IsNotFound(err) && t.spec.NewPVC != nil:
+		if t.source == "" { // a member's share of the backup is not known: the size of a group's targets is not checked
+			if err := r.checkNewPVCSize(ctx, s); err != nil {
+				return err
 			}
-			return fmt.Errorf("create target PVC: %w", err)
+		}
+		if err := storagekit.CreateOnce(ctx, r.Client, nil, desiredRestorePVC(pr, t.spec.NewPVC)); err != nil {
+			if apierrors.IsInvalid(err) {
+				return s.finish(storagev1.RestoreFailed, storagekit.ReasonInvalidSpec, fmt.Sprintf("the API server rejected %s.newPVC: %v", field, err))
+			}
+			return fmt.Errorf("create target PVC %s: %w", name, err)
 		}
 	case apierrors.IsNotFound(err):
-		return errclass.Waiting(ReasonTargetNotFound, fmt.Sprintf("PersistentVolumeClaim %q does not exist", name), r.Poll())
+		return errclass.Waiting(ReasonTargetNotFound, fmt.Sprintf("PersistentVolumeClaim %q (%s.pvcName) does not exist", name, field), r.Poll())
 	case err != nil:
 		return err
-	case t.NewPVC != nil && pvc.Labels[storagekit.LabelRestore] != pr.Name:
+	case t.spec.NewPVC != nil && pvc.Labels[storagekit.LabelRestore] != pr.Name:
 		return s.finish(storagev1.RestoreFailed, ReasonTargetExists, fmt.Sprintf(
-			"target.newPVC names PersistentVolumeClaim %q, which exists and was not created by this restore; nothing was restored (to restore into it, use target.pvcName)", name))
+			"%s.newPVC names PersistentVolumeClaim %q, which exists and was not created by this restore; nothing was restored (to restore into it, use %s.pvcName)",
+			field, name, field))
 	}
-	pr.Status.TargetPVC = name
-	if t.AllowInUse {
+	if t.spec.AllowInUse {
 		return nil
 	}
 	if user, err := r.writerOf(ctx, pr, name); err != nil {
 		return err
 	} else if user != "" {
-		return errclass.Waiting(ReasonTargetInUse, fmt.Sprintf("pod %s mounts PersistentVolumeClaim %q read-write; stop it or set target.allowInUse", user, name), r.Poll())
+		return errclass.Waiting(ReasonTargetInUse, fmt.Sprintf("pod %s mounts PersistentVolumeClaim %q read-write; stop it or set %s.allowInUse", user, name, field), r.Poll())
 	}
 	return nil
 }
@@ -377,7 +395,7 @@ func (r *PVCRestoreReconciler) checkNewPVCSize(ctx context.Context, s *restoreSc
 		}
 		s.manifest = &m
 	}
-	size := s.restore.Spec.Target.NewPVC.Size
+	size := s.restore.Spec.Target.NewPVC.Size // spec.target: the restore of one PVC
 	if need := s.manifest.ContentBytes; size.Value() < need {
 		return s.finish(storagev1.RestoreFailed, ReasonTargetTooSmall, fmt.Sprintf(
 			"target.newPVC.size %s is smaller than the %d bytes of file data in backup %s; nothing was created or restored",
@@ -434,7 +452,7 @@ func computeRestoreStatus(pr *storagev1.PVCRestore, s *restoreScope, err error) 
 		set(metav1.ConditionFalse, s.waiting, withNote(s.waitingMessage, s.note))
 	default:
 		st.Phase = storagev1.RestoreRestoring
-		set(metav1.ConditionFalse, ReasonRestoring, withNote(fmt.Sprintf("restoring backup %s into %s", st.BackupID, st.TargetPVC), s.note))
+		set(metav1.ConditionFalse, ReasonRestoring, withNote(fmt.Sprintf("restoring backup %s into %s", st.BackupID, storagekit.RestoreTargets(pr)), s.note))
 	}
 	st.ObservedGeneration = pr.Generation
 }

@@ -11,6 +11,7 @@ import (
 
 	storagev1 "github.com/okgoes/okgoes-operator/api/storage/v1"
 	"github.com/okgoes/okgoes-operator/controllers/storage/storagekit"
+	"github.com/okgoes/okgoes-operator/internal/mover"
 )
 
 // restoreJobName is <restore>-restore, shortened with a hash to fit 63 characters.
@@ -23,10 +24,9 @@ func restoreJobName(pr *storagev1.PVCRestore) string {
 	return name + "-restore"
 }
 
-// desiredRestorePVC is target.newPVC. It is deliberately not owned by the PVCRestore: the
-// restored data must outlive the request that restored it.
-func desiredRestorePVC(pr *storagev1.PVCRestore) *corev1.PersistentVolumeClaim {
-	t := pr.Spec.Target.NewPVC
+// desiredRestorePVC is the newPVC t of a target of pr. It is deliberately not owned by the
+// PVCRestore: the restored data must outlive the request that restored it.
+func desiredRestorePVC(pr *storagev1.PVCRestore, t *storagev1.NewPVCTemplate) *corev1.PersistentVolumeClaim {
 	modes := t.AccessModes
 	if len(modes) == 0 {
 		modes = []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}
@@ -42,12 +42,11 @@ func desiredRestorePVC(pr *storagev1.PVCRestore) *corev1.PersistentVolumeClaim {
 	}
 }
 
-// desiredRestoreJob runs `mover restore` of the resolved backup into the target PVC.
+// desiredRestoreJob runs `mover restore` of the resolved backup into the target PVC, or, for a
+// group backup, into each target PVC mounted at /data/<member>.
 func desiredRestoreJob(src storagekit.S3Source, prefix string, pr *storagev1.PVCRestore, image string, deadline int64) *batchv1.Job {
-	overwrite := string(pr.Spec.Target.Overwrite)
-	if overwrite == "" {
-		overwrite = string(storagev1.OverwriteRefuse)
-	}
+	targets := targetsOf(pr)
+	overwrite := targets[0].overwrite() // one PVC's; a group's are in mover.EnvRestoreMembers
 	labels := map[string]string{storagekit.LabelRestore: pr.Name, "app.kubernetes.io/managed-by": "okgoes-operator",
 		"app.kubernetes.io/component": "restore-mover"}
 	engine := storagekit.EngineFor(pr.Status.Engine)
@@ -56,10 +55,19 @@ func desiredRestoreJob(src storagekit.S3Source, prefix string, pr *storagev1.PVC
 		paths[i] = string(p)
 	}
 	env := append(engine.RestoreEnv(src, prefix, pr.Status.ObjectKey, overwrite, paths), pointInTimeEnv(pr)...)
-	return storagekit.DesiredMoverJob(src, image, storagekit.MoverJob{
-		Name: restoreJobName(pr), Labels: labels, Command: "restore", Claim: pr.Status.TargetPVC, Options: pr.Spec.Mover,
+	mj := storagekit.MoverJob{
+		Name: restoreJobName(pr), Labels: labels, Command: "restore", Options: pr.Spec.Mover,
 		FSGroup: true, Deadline: deadline, Env: env, KopiaCache: engine.MoverCache(),
-	})
+	}
+	if members := restoreMembers(pr); members != "" {
+		mj.Env = append(mj.Env, corev1.EnvVar{Name: mover.EnvRestoreMembers, Value: members})
+		for _, t := range targets {
+			mj.Members = append(mj.Members, storagekit.MemberClaim{Dir: t.source, Claim: t.pvcName()})
+		}
+	} else {
+		mj.Claim = pr.Status.TargetPVC
+	}
+	return storagekit.DesiredMoverJob(src, image, mj)
 }
 
 // restoreS3Fields are the S3Fields of the source of pr.

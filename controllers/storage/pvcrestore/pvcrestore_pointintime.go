@@ -46,6 +46,9 @@ func (r *PVCRestoreReconciler) resolveAt(ctx context.Context, s *restoreScope, a
 	pr.Status.Engine = engine.Name()
 	pr.Status.ObjectKey = engine.BackupKey(s.prefix, id)
 	pr.Status.SnapshotID = engine.SnapshotID(m)
+	if err := s.checkGroup(m); err != nil {
+		return err
+	}
 	return password()
 }
 

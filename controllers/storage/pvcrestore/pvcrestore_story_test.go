@@ -72,7 +72,7 @@ func newRestore(ns, name, backup string) *storagev1.PVCRestore {
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec: storagev1.PVCRestoreSpec{
 			Source: storagev1.RestoreSource{PVCBackup: backup, BackupID: "latest"},
-			Target: storagev1.RestoreTarget{NewPVC: &storagev1.NewPVCTemplate{Name: name + "-data", Size: resource.MustParse("1Gi")}},
+			Target: &storagev1.RestoreTarget{NewPVC: &storagev1.NewPVCTemplate{Name: name + "-data", Size: resource.MustParse("1Gi")}},
 		},
 	}
 }
@@ -180,7 +180,7 @@ func TestRestoreRefusesMissingBackupsAndBusyTargets(t *testing.T) {
 	app.Status.Phase = corev1.PodRunning
 	w.Must(k8s.Status().Update(testCtx, app))
 	busy := newRestore(w.NS, "busy", "app")
-	busy.Spec.Target = storagev1.RestoreTarget{PVCName: "data", Overwrite: storagev1.OverwriteClean}
+	busy.Spec.Target = &storagev1.RestoreTarget{PVCName: "data", Overwrite: storagev1.OverwriteClean}
 	w.Must(k8s.Create(testCtx, busy))
 	res := w.reconcileRestore(busy)
 	if c := condition2(busy); busy.Status.Phase != storagev1.RestorePending || c.Reason != ReasonTargetInUse || res.RequeueAfter == 0 {

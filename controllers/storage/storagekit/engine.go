@@ -3,6 +3,7 @@ package storagekit
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -136,7 +137,7 @@ func (archiveEngine) SucceededMessage(run *storagev1.RunStatus) string {
 }
 
 func (archiveEngine) RestoredMessage(pr *storagev1.PVCRestore, res mover.Result) string {
-	return fmt.Sprintf("restored backup %s into %s; sha256 %s verified against the manifest", pr.Status.BackupID, pr.Status.TargetPVC, res.SHA256) +
+	return fmt.Sprintf("restored backup %s into %s; sha256 %s verified against the manifest", pr.Status.BackupID, RestoreTargets(pr), res.SHA256) +
 		restoredOf(res)
 }
 
@@ -196,7 +197,7 @@ func (kopiaEngine) SucceededMessage(run *storagev1.RunStatus) string {
 
 func (kopiaEngine) RestoredMessage(pr *storagev1.PVCRestore, res mover.Result) string {
 	return fmt.Sprintf("restored backup %s (kopia snapshot %s) into %s; %d files, %d bytes checked against the manifest",
-		pr.Status.BackupID, pr.Status.SnapshotID, pr.Status.TargetPVC, res.Files, res.Bytes) + restoredOf(res)
+		pr.Status.BackupID, pr.Status.SnapshotID, RestoreTargets(pr), res.Files, res.Bytes) + restoredOf(res)
 }
 
 // check: the manifest must name its snapshot (whether the snapshot is readable only the mover,
@@ -212,4 +213,17 @@ func (kopiaEngine) check(m archive.Manifest, id, _ string, _ int64, rec *mover.R
 		return errors.New("kopia manifest names no snapshot")
 	}
 	return checkKopia(m, rec)
+}
+
+// RestoreTargets names, in messages, the PVCs a restore writes: status.targetPVC, or for a group
+// backup each target with its member ("db-new (member db), wal-new (member wal)").
+func RestoreTargets(pr *storagev1.PVCRestore) string {
+	if len(pr.Status.Targets) == 0 {
+		return pr.Status.TargetPVC
+	}
+	names := make([]string, len(pr.Status.Targets))
+	for i, t := range pr.Status.Targets {
+		names[i] = fmt.Sprintf("%s (member %s)", t.PVC, t.SourcePVC)
+	}
+	return strings.Join(names, ", ")
 }
