@@ -48,30 +48,50 @@ func dataChunks(t *testing.T, r *Repo) int {
 	return n
 }
 
-// A repository created with Options.Splitter cuts files with it: a 32 MiB random file becomes
-// more than 16 chunks with DYNAMIC-1M-BUZHASH (chunks of 0.5 to 2 MiB), where kopia's default
-// DYNAMIC-4M-BUZHASH (2 to 8 MiB) makes at most 16. Opened again asking for another splitter,
-// the repository keeps its own: chunks cut otherwise would not deduplicate against its chunks.
-func TestSplitterIsChosenWhenTheRepositoryIsCreatedOnly(t *testing.T) {
-	b := newBucket(t)
-	cfg := b.config("volumes/db")
-	const asked = "DYNAMIC-1M-BUZHASH"
-	r := openWith(t, cfg, Options{Splitter: asked})
-	if got := r.Splitter(); got != asked {
-		t.Fatalf("a repository created asking for %s cuts with %s", asked, got)
-	}
+// chunksOfRandomFile backs up a 32 MiB random file into r and returns the data chunks it holds.
+func chunksOfRandomFile(t *testing.T, r *Repo) int {
+	t.Helper()
 	src := t.TempDir()
 	writeFile(t, filepath.Join(src, "image"), randomBytes(t, 32<<20), 0o600)
 	if _, err := r.Backup(testContext(t), src, BackupOptions{Source: "shop/db"}); err != nil {
 		t.Fatal(err)
 	}
-	if n := dataChunks(t, r); n <= 16 {
-		t.Errorf("a 32 MiB random file became %d chunks: not cut with %s (0.5 to 2 MiB chunks), at most 16 are %s's", n, asked, DefaultSplitter)
+	return dataChunks(t, r)
+}
+
+// A new repository cuts files with DefaultSplitter, DYNAMIC-1M-BUZHASH: a 32 MiB random file
+// becomes more than 16 chunks (chunks of 0.5 to 2 MiB), where kopia's default DYNAMIC-4M-BUZHASH
+// (2 to 8 MiB) makes at most 16: a 4 KiB block rewritten in an image then costs a chunk of about
+// 1 MiB in the next backup, not 4.
+func TestNewRepositoriesCutWithTheDefaultSplitter(t *testing.T) {
+	b := newBucket(t)
+	r := openWith(t, b.config("volumes/db"), Options{})
+	if got := r.Splitter(); got != "DYNAMIC-1M-BUZHASH" {
+		t.Errorf("a new repository cuts with %s, want DYNAMIC-1M-BUZHASH", got)
+	}
+	if n := chunksOfRandomFile(t, r); n <= 16 {
+		t.Errorf("a 32 MiB random file became %d chunks: not cut at about 1 MiB (at most 16 are DYNAMIC-4M-BUZHASH's)", n)
+	}
+}
+
+// A repository created with Options.Splitter cuts files with it (DYNAMIC-4M-BUZHASH: at most 16
+// chunks for 32 MiB). Opened again asking for another splitter, the repository keeps its own:
+// chunks cut otherwise would not deduplicate against the ones it holds.
+func TestSplitterIsChosenWhenTheRepositoryIsCreatedOnly(t *testing.T) {
+	b := newBucket(t)
+	cfg := b.config("volumes/db")
+	const asked = "DYNAMIC-4M-BUZHASH"
+	r := openWith(t, cfg, Options{Splitter: asked})
+	if got := r.Splitter(); got != asked {
+		t.Fatalf("a repository created asking for %s cuts with %s", asked, got)
+	}
+	if n := chunksOfRandomFile(t, r); n > 16 {
+		t.Errorf("a 32 MiB random file became %d chunks: not cut with %s (2 to 8 MiB chunks)", n, asked)
 	}
 
-	again := openWith(t, cfg, Options{Splitter: "DYNAMIC-4M-BUZHASH"})
+	again := openWith(t, cfg, Options{Splitter: DefaultSplitter})
 	if got := again.Splitter(); got != asked {
-		t.Errorf("the existing repository, opened asking for DYNAMIC-4M-BUZHASH, cuts with %s, want its own %s", got, asked)
+		t.Errorf("the existing repository, opened asking for %s, cuts with %s, want its own %s", DefaultSplitter, got, asked)
 	}
 	info, err := again.Info(testContext(t))
 	if err != nil {
@@ -82,13 +102,9 @@ func TestSplitterIsChosenWhenTheRepositoryIsCreatedOnly(t *testing.T) {
 	}
 }
 
-// A repository created without a splitter gets DefaultSplitter; a name kopia does not offer (or
-// that is not in Splitters) creates nothing.
-func TestDefaultAndUnknownSplitter(t *testing.T) {
+// A name kopia does not offer (or that is not in Splitters) creates nothing.
+func TestUnknownSplitterCreatesNothing(t *testing.T) {
 	b := newBucket(t)
-	if got := openWith(t, b.config("volumes/default"), Options{}).Splitter(); got != DefaultSplitter {
-		t.Errorf("a new repository cuts with %s, want DefaultSplitter %s", got, DefaultSplitter)
-	}
 	_, err := Open(testContext(t), b.config("volumes/odd"), testPassword, Options{CacheDir: t.TempDir(), Splitter: "DYNAMIC-3M-BUZHASH"})
 	if err == nil || !strings.Contains(err.Error(), "DYNAMIC-3M-BUZHASH") {
 		t.Errorf("open with an unknown splitter: %v, want an error naming it", err)
@@ -99,7 +115,7 @@ func TestDefaultAndUnknownSplitter(t *testing.T) {
 }
 
 // BackupOptions.Compression is the compressor of the new chunks: "none" stores log text as it
-// is. Another compressor later re-uploads nothing: kopia names a chunk by the hash of its
+// is, the default compresses it. Another compressor later re-uploads nothing: kopia names a chunk by the hash of its
 // uncompressed content, so files read again (a new mtime) find their chunks stored.
 func TestCompressionAppliesToNewChunksAndReuploadsNothing(t *testing.T) {
 	b := newBucket(t)
@@ -136,12 +152,12 @@ func TestCompressionAppliesToNewChunksAndReuploadsNothing(t *testing.T) {
 
 	fresh := t.TempDir()
 	writeFile(t, filepath.Join(fresh, "app.log"), []byte(strings.ReplaceAll(log.String(), "INFO", "WARN")), 0o644)
-	compressed, err := r.Backup(ctx, fresh, BackupOptions{Source: "shop/logs2", Compression: "zstd"})
+	compressed, err := r.Backup(ctx, fresh, BackupOptions{Source: "shop/logs2"}) // DefaultCompression
 	if err != nil {
 		t.Fatal(err)
 	}
 	if compressed.UploadedBytes > compressed.TotalBytes/4 {
-		t.Errorf("%d bytes of new log text uploaded %d bytes with compression zstd: not compressed", compressed.TotalBytes, compressed.UploadedBytes)
+		t.Errorf("%d bytes of new log text uploaded %d bytes with the default compression: not compressed", compressed.TotalBytes, compressed.UploadedBytes)
 	}
 	if _, err := r.Backup(ctx, fresh, BackupOptions{Source: "shop/logs2", Compression: "lz4"}); err == nil {
 		t.Error("a backup with compression lz4 (not one of Compressions) succeeded")

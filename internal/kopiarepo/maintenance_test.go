@@ -16,6 +16,10 @@ import (
 // pack that is more than 60% live is kept whole (docs/kopia.md, space reclamation).
 func TestDeleteThenFullMaintenanceReclaimsSpace(t *testing.T) {
 	const fileSize = 1 << 20
+	// indexSlack is what maintenance writes besides what it deletes: compacted indexes, a few KiB
+	// that grow with the number of chunks (with 1 MiB chunks the freed bytes came 8 KiB short of
+	// the deleted data, with 4 MiB chunks 7 KiB over).
+	const indexSlack = 64 << 10
 	b := newBucket(t)
 	r := openRepo(t, b.config("volumes/app"), testPassword)
 	ctx := testContext(t)
@@ -69,15 +73,16 @@ func TestDeleteThenFullMaintenanceReclaimsSpace(t *testing.T) {
 		if err := r.Maintenance(ctx, true, SafetyNone); err != nil {
 			t.Fatal(err)
 		}
-		if afterNone = b.bytesUnder(t, "volumes/app/"); withBoth-afterNone >= 14*fileSize {
+		if afterNone = b.bytesUnder(t, "volumes/app/"); withBoth-afterNone >= 14*fileSize-indexSlack {
 			break
 		}
 		time.Sleep(time.Second)
 	}
 	t.Logf("bucket: %d bytes with both snapshots, %d after delete + full maintenance (SafetyFull), %d after %d full maintenance runs (SafetyNone)",
 		withBoth, afterSafe, afterNone, runs)
-	if freed := withBoth - afterNone; freed < 14*fileSize {
-		t.Errorf("%d full maintenance runs without margins freed %d bytes, want at least the deleted snapshot's %d", runs, freed, 14*fileSize)
+	if freed := withBoth - afterNone; freed < 14*fileSize-indexSlack {
+		t.Errorf("%d full maintenance runs without margins freed %d bytes, want at least the deleted snapshot's %d less the indexes maintenance writes (%d)",
+			runs, freed, 14*fileSize, indexSlack)
 	}
 
 	list, err := r.List(ctx)

@@ -392,26 +392,29 @@ type KopiaOptions struct {
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Key Derivation",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:select:Scrypt","urn:alm:descriptor:com.tectonic.ui:select:PBKDF2"}
 	KeyDerivation KeyDerivation `json:"keyDerivation,omitempty"`
 	// Compression is kopia's compressor of the new data of every backup. Empty means the
-	// operator's default, s2-default (docs/benchmarks.md, "Storage: compression and chunking").
-	// none: no compression, for data that does not compress (kopia stores a chunk that does not
-	// shrink as it is with any compressor, but still spends the CPU trying). s2-default,
-	// s2-better: fast, about restic's speed class. zstd-fastest, zstd, zstd-better-compression:
-	// smaller (about restic's size with zstd), more CPU. pgzip: gzip on several cores. A change
-	// applies from the next backup on, to existing repositories too: data already stored keeps
-	// its compression and is not uploaded again (kopia recognizes data by its uncompressed
-	// content), restores read both.
+	// operator's default, zstd (restic's compressor and level: source trees and logs stored in
+	// restic's bytes; docs/benchmarks.md, "Storage: compression and chunking"). zstd-fastest:
+	// less CPU, a few percent more bytes; zstd-better-compression: fewer bytes, more CPU.
+	// s2-default, s2-better: the least CPU, 1.4 to 1.6 times zstd's bytes on text (the default
+	// before 0.5.0). pgzip: gzip on several cores. none: for data that never compresses (kopia
+	// stores a chunk that does not shrink as it is with any compressor, but spends the CPU
+	// trying). A change applies from the next backup on, to existing repositories too: data
+	// already stored keeps its compression and is not uploaded again (kopia recognizes data by
+	// its uncompressed content), restores read both.
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Compression",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:advanced"}
 	Compression KopiaCompression `json:"compression,omitempty"`
 	// Splitter is how a new repository cuts files into chunks, by kopia's name: DYNAMIC-<size>-BUZHASH
-	// (content-defined boundaries of about that average size: an insertion moves few boundaries)
-	// or FIXED-<size> (fixed offsets: for images and databases rewritten in place only). Smaller
-	// chunks make a backup after scattered small rewrites (database pages, VM disk blocks) upload
-	// less, at the cost of more index entries (memory and time of every run) for large volumes.
-	// Empty means the operator's default. It applies when the repository is created, by the
-	// first backup: an existing repository keeps its own, shown in status.repository.splitter,
-	// and a different splitter here is reported as SplitterApplied=False SplitterMismatch (the
-	// backups go on with the repository's); a new spec.s3.prefix makes a new repository with it.
+	// (content-defined boundaries, chunks of half to twice the size: an insertion moves few
+	// boundaries) or FIXED-<size> (fixed offsets: for images and databases rewritten in place
+	// only). Smaller chunks make a backup after scattered small rewrites (database pages, VM
+	// disk blocks) upload less, at the cost of more index entries (memory and time of every run
+	// over a large volume). Empty means the operator's default, DYNAMIC-1M-BUZHASH (restic's
+	// bytes after such rewrites; kopia's own default, DYNAMIC-4M-BUZHASH, uploaded 2 to 2.7 times
+	// as much). It applies when the repository is created, by the first backup: an existing
+	// repository keeps its own, shown in status.repository.splitter, and a different splitter
+	// here is reported as SplitterApplied=False SplitterMismatch (the backups go on with the
+	// repository's); a new spec.s3.prefix makes a new repository with it.
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Splitter",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:advanced"}
 	Splitter KopiaSplitter `json:"splitter,omitempty"`
@@ -639,7 +642,8 @@ type RepositoryStatus struct {
 	// +optional
 	KeyDerivation string `json:"keyDerivation,omitempty"`
 	// Splitter is kopia's name of the splitter the repository was created with (spec.kopia.splitter
-	// when it created it), e.g. DYNAMIC-4M-BUZHASH: every backup into it cuts files with it.
+	// when it created it), e.g. DYNAMIC-1M-BUZHASH (DYNAMIC-4M-BUZHASH: created before 0.5.0):
+	// every backup into it cuts files with it.
 	// +optional
 	Splitter string `json:"splitter,omitempty"`
 	// Immutability is the S3 Object Lock retention the repository was created with

@@ -56,7 +56,7 @@ func TestKopiaSplitterIsKeptByAnExistingRepositoryAndSaysSo(t *testing.T) {
 	if ready := storagetest.Condition(pb, storagev1.ConditionReady); ready.Status != metav1.ConditionTrue {
 		t.Errorf("Ready = %s %s %q: a splitter the repository does not have stops no backup", ready.Status, ready.Reason, ready.Message)
 	}
-	if after.RequeueAfter > 0 && after.RequeueAfter < 30*time.Minute {
+	if after.RequeueAfter > 0 && after.RequeueAfter < time.Minute { // the poll of a waiting PVCBackup is 1 s in these tests
 		t.Errorf("reconcile after the mismatch requeues after %v: nothing is retried for it (next backup at %s)", after.RequeueAfter, pb.Status.NextBackup)
 	}
 
