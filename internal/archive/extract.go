@@ -311,6 +311,11 @@ func (ex *extractor) finishDirs() error {
 		if fi, err := os.Lstat(d.path); err != nil || !fi.IsDir() {
 			return fmt.Errorf("archive entry %q: directory was replaced by a later entry", d.name)
 		}
+		// A group restore's destination is the directory the members' volumes are mounted in:
+		// the container's (on a read-only root file system in a pod), nobody's backup.
+		if d.path == ex.dest && len(ex.opts.VolumeRoots) > 0 {
+			continue
+		}
 		// The destination itself belongs to the volume, not to the archive: a restore that does
 		// not own it (a non-root mover on a volume root owned by root and the fsGroup) leaves
 		// its owner, mode and mtime as they are and restores everything inside. So do the

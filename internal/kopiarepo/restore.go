@@ -101,7 +101,9 @@ func (r *Repo) Restore(ctx context.Context, snapshotID, targetDir string, volume
 // restorePlan writes what plan lists into target. withRoot gives the target's root the
 // snapshot root's mode and times (a restore of some paths leaves the root as it is).
 func (r *Repo) restorePlan(ctx context.Context, plan *readPlan, target string, withRoot bool, volumeRoots ...string) (RestoreStats, error) {
-	t := restoreTarget{root: target, keepRoot: !withRoot, volumeRoots: map[string]bool{}}
+	// A group restore's target is the directory the members' volumes are mounted in: the
+	// container's (on a read-only root file system in a pod), left as it is.
+	t := restoreTarget{root: target, keepRoot: !withRoot || len(volumeRoots) > 0, volumeRoots: map[string]bool{}}
 	for _, rel := range volumeRoots {
 		t.volumeRoots[rel] = true
 	}

@@ -62,9 +62,21 @@ func TestGroupBackupHoldsEachMembersTree(t *testing.T) {
 
 			e[EnvTargetDir] = groupTargets(t, "db", "wal")
 			e[EnvRestoreMembers] = "db=Refuse,wal=Refuse"
+			// The directory the members are mounted in is the container's (in a pod, on its
+			// read-only root file system), no member's: the restore leaves it as it is.
+			old := time.Date(2001, 2, 3, 4, 5, 6, 0, time.UTC)
+			if err := os.Chmod(e[EnvTargetDir], 0o711); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chtimes(e[EnvTargetDir], old, old); err != nil {
+				t.Fatal(err)
+			}
 			restored, ok := startMoverProcess(t, "restore-result", e).result(t, 2*time.Minute)
 			if !ok || !restored.Succeeded() || restored.Files != 3 {
 				t.Fatalf("group restore: %+v (ended: %v)", restored, ok)
+			}
+			if fi, err := os.Stat(e[EnvTargetDir]); err != nil || fi.Mode().Perm() != 0o711 || !fi.ModTime().Equal(old) {
+				t.Errorf("the directory of the members' mounts became %v %v (%v): want it untouched, 0711 %v", fi.Mode(), fi.ModTime(), err, old)
 			}
 			for _, member := range []string{"db", "wal"} {
 				sameTree(t, filepath.Join(src, member), filepath.Join(e[EnvTargetDir], member))
