@@ -742,6 +742,11 @@ type ActiveRun struct {
 	// +kubebuilder:validation:MaxItems=16
 	// +optional
 	PVCs []string `json:"pvcs,omitempty"`
+	// VolumeGroupSnapshotClass is set when the run captures its group with one CSI
+	// VolumeGroupSnapshot of this class (every member cut at once) instead of one VolumeSnapshot
+	// per member; decided when the run started.
+	// +optional
+	VolumeGroupSnapshotClass string `json:"volumeGroupSnapshotClass,omitempty"`
 }
 
 // HookPhase is when a hook runs: Before or After.
@@ -865,6 +870,11 @@ type RunStatus struct {
 	// +kubebuilder:validation:MaxItems=16
 	// +optional
 	PVCs []string `json:"pvcs,omitempty"`
+	// VolumeGroupSnapshotClass is set when the run captured its group with one CSI
+	// VolumeGroupSnapshot of this class: the members were cut at once (crash-consistent across
+	// the group).
+	// +optional
+	VolumeGroupSnapshotClass string `json:"volumeGroupSnapshotClass,omitempty"`
 }
 
 // PVCBackupStatus is what the operator observed. It never holds intent.

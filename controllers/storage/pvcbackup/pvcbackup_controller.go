@@ -98,6 +98,9 @@ type scope struct {
 	// each one's snapshot (with spec.snapshot), when checkDependencies resolved them.
 	members         []string
 	snapshotClasses map[string]string
+	// groupSnapshotClass is the VolumeGroupSnapshotClass of the next run, when it captures its
+	// group with one VolumeGroupSnapshot (pvcbackup_groupsnapshot.go).
+	groupSnapshotClass string
 	// finished is the run that ended in this reconcile, for events and metrics.
 	finished *storagev1.RunStatus
 	// claims are the PVCs the active run's mover reads, one per member (runSnapshotting resolves

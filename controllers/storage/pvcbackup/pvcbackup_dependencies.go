@@ -31,8 +31,14 @@ func (r *PVCBackupReconciler) checkDependencies(ctx context.Context, s *scope, c
 		// The snapshot class depends on the PVC's spec, which the cache does not hold: read it
 		// uncached, as the PersistentVolume and classes it leads to are. Every member of a group
 		// has its own (the members may be volumes of different drivers).
+		if s.groupSnapshotClass, err = r.groupSnapshotClass(ctx, pb, members); err != nil {
+			return err
+		}
 		s.snapshotClasses = make(map[string]string, len(members))
 		for _, pvc := range members {
+			if s.groupSnapshotClass != "" {
+				break // one VolumeGroupSnapshot: no VolumeSnapshotClass of the members is needed
+			}
 			source, err := r.sourceClaim(ctx, pb.Namespace, pvc)
 			if err != nil {
 				return err

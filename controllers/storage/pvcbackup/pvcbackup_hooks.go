@@ -493,6 +493,9 @@ func withoutOutput(results []storagev1.HookResult) []storagev1.HookResult {
 // decides when the after-hooks are due.
 func (r *PVCBackupReconciler) snapshotCut(ctx context.Context, s *scope) (bool, error) {
 	pb, run := s.backup, s.backup.Status.ActiveRun
+	if run.VolumeGroupSnapshotClass != "" {
+		return r.groupSnapshotCut(ctx, s)
+	}
 	for i := range runMembers(pb, run) {
 		vs := &snapshotv1.VolumeSnapshot{}
 		err := r.Get(ctx, client.ObjectKey{Namespace: pb.Namespace, Name: memberObjectName(pb, run, i)}, vs)

@@ -433,6 +433,7 @@ func (r *PVCBackupReconciler) startRun(_ context.Context, s *scope) (runState, e
 	run.Engine = s.engine // resolved by checkDependencies, as a run is due
 	if pb.Spec.IsGroup() {
 		run.PVCs = s.members // resolved by checkDependencies: the run's members, once and for all
+		run.VolumeGroupSnapshotClass = s.groupSnapshotClass
 	}
 	pb.Status.ActiveRun = run
 	if hasHooks(pb) {
@@ -469,7 +470,7 @@ func (r *PVCBackupReconciler) finishRun(ctx context.Context, s *scope, rec stora
 	if run.Hooks != nil {
 		rec.Hooks = run.Hooks.Results
 	}
-	rec.PVCs = run.PVCs
+	rec.PVCs, rec.VolumeGroupSnapshotClass = run.PVCs, run.VolumeGroupSnapshotClass
 	st := &pb.Status
 	st.LastRun = &rec
 	st.History = append([]storagev1.RunStatus{rec}, st.History...)

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	groupsnapshotv1beta2 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumegroupsnapshot/v1beta2"
 	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -70,6 +71,22 @@ func (r *PVCBackupReconciler) listRunObjects(ctx context.Context, s *scope) (run
 			lists = append(lists, kindList{"VolumeSnapshot", &snapshotv1.VolumeSnapshotList{}})
 		}
 	}
+	// consider sorts one object: recorded (to delete), the started run's first object, or kept.
+	consider := func(o runtime.Object) error {
+		obj := o.(client.Object)
+		if !metav1.IsControlledBy(obj, pb) || !obj.GetDeletionTimestamp().IsZero() {
+			return nil
+		}
+		if id := obj.GetLabels()[storagekit.LabelRun]; !recorded(id) {
+			_, first := obj.GetAnnotations()[storagekit.AnnotationScheduledTime]
+			if first && pb.Status.ActiveRun == nil && (found.started == nil || id > found.started.GetLabels()[storagekit.LabelRun]) {
+				found.started = obj
+			}
+			return nil
+		}
+		found.recorded = append(found.recorded, obj)
+		return nil
+	}
 	for _, l := range lists {
 		kind, list := l.kind, l.list
 		sel := sel
@@ -79,26 +96,34 @@ func (r *PVCBackupReconciler) listRunObjects(ctx context.Context, s *scope) (run
 		if err := r.List(ctx, list, client.InNamespace(pb.Namespace), sel); err != nil {
 			return found, fmt.Errorf("list run objects: %w", err)
 		}
-		err := meta.EachListItem(list, func(o runtime.Object) error {
-			obj := o.(client.Object)
-			if !metav1.IsControlledBy(obj, pb) || !obj.GetDeletionTimestamp().IsZero() {
-				return nil
-			}
-			if id := obj.GetLabels()[storagekit.LabelRun]; !recorded(id) {
-				_, first := obj.GetAnnotations()[storagekit.AnnotationScheduledTime]
-				if first && pb.Status.ActiveRun == nil && (found.started == nil || id > found.started.GetLabels()[storagekit.LabelRun]) {
-					found.started = obj
-				}
-				return nil
-			}
-			found.recorded = append(found.recorded, obj)
-			return nil
-		})
-		if err != nil {
+		if err := meta.EachListItem(list, consider); err != nil {
 			return found, err
 		}
 	}
+	if groups, err := r.listGroupSnapshots(ctx, pb); err != nil {
+		return found, err
+	} else if err := meta.EachListItem(groups, consider); err != nil {
+		return found, err
+	}
 	return found, nil
+}
+
+// listGroupSnapshots lists the VolumeGroupSnapshots of pb's runs (pvcbackup_groupsnapshot.go),
+// uncached, for a PVCBackup whose runs may take them: a group selector with spec.snapshot. An
+// empty list for any other, and where the cluster does not serve the API.
+func (r *PVCBackupReconciler) listGroupSnapshots(ctx context.Context, pb *storagev1.PVCBackup) (*groupsnapshotv1beta2.VolumeGroupSnapshotList, error) {
+	list := &groupsnapshotv1beta2.VolumeGroupSnapshotList{}
+	if pb.Spec.Snapshot == nil || pb.Spec.Group == nil || pb.Spec.Group.Selector == nil || r.APIReader == nil {
+		return list, nil
+	}
+	err := r.APIReader.List(ctx, list, client.InNamespace(pb.Namespace), client.MatchingLabels{storagekit.LabelBackup: pb.Name})
+	switch {
+	case meta.IsNoMatchError(err) || apierrors.IsNotFound(err):
+		return &groupsnapshotv1beta2.VolumeGroupSnapshotList{}, nil
+	case err != nil:
+		return list, fmt.Errorf("list VolumeGroupSnapshots: %w", err)
+	}
+	return list, nil
 }
 
 // deleteRecordedObjects deletes the objects of runs whose outcome the status records (runRecorded).
@@ -119,6 +144,8 @@ func kindOf(obj client.Object) string {
 		return "Job"
 	case *snapshotv1.VolumeSnapshot:
 		return "VolumeSnapshot"
+	case *groupsnapshotv1beta2.VolumeGroupSnapshot:
+		return "VolumeGroupSnapshot"
 	}
 	return "PersistentVolumeClaim"
 }
@@ -146,6 +173,7 @@ func adoptStartedRun(s *scope, obj client.Object) {
 	}
 	if pvcs := a[storagekit.AnnotationPVCs]; pvcs != "" {
 		run.PVCs = strings.Split(pvcs, ",")
+		run.VolumeGroupSnapshotClass = a[storagekit.AnnotationGroupSnapshotClass]
 	} else if pb.Spec.IsGroup() {
 		return // a group's run without its members: not written by this operator, left alone
 	}

@@ -44,6 +44,9 @@ func (r *PVCBackupReconciler) ensureSourceClaims(ctx context.Context, s *scope) 
 		s.runFailure, s.runFailureReason = snapshotsUnsupported(r.Poll()), ReasonSnapshotsUnsupported
 		return nil, nil
 	}
+	if run.VolumeGroupSnapshotClass != "" {
+		return r.ensureGroupSnapshotClaims(ctx, s)
+	}
 	snaps := make([]*snapshotv1.VolumeSnapshot, len(members))
 	ready := true
 	for i, pvc := range members {
@@ -58,7 +61,7 @@ func (r *PVCBackupReconciler) ensureSourceClaims(ctx context.Context, s *scope) 
 	}
 	claims := make([]storagekit.MemberClaim, len(members))
 	for i, pvc := range members {
-		if err := r.ensureSnapshotClaim(ctx, s, pvc, snaps[i]); err != nil {
+		if err := r.ensureSnapshotClaim(ctx, s, pvc, snaps[i].Name, snaps[i]); err != nil {
 			return nil, err
 		}
 		claims[i] = storagekit.MemberClaim{Dir: pvc, Claim: snaps[i].Name}
@@ -141,11 +144,11 @@ func ofMember(run *storagev1.ActiveRun, pvc string) string {
 	return fmt.Sprintf(" (of group member %s)", pvc)
 }
 
-// ensureSnapshotClaim creates the temporary PVC restored from the ready snapshot vs of pvc, named
-// as the snapshot, when it is missing.
-func (r *PVCBackupReconciler) ensureSnapshotClaim(ctx context.Context, s *scope, pvc string, vs *snapshotv1.VolumeSnapshot) error {
+// ensureSnapshotClaim creates the temporary PVC name restored from the ready snapshot vs of pvc
+// when it is missing.
+func (r *PVCBackupReconciler) ensureSnapshotClaim(ctx context.Context, s *scope, pvc, name string, vs *snapshotv1.VolumeSnapshot) error {
 	pb, run := s.backup, s.backup.Status.ActiveRun
-	if err := r.Get(ctx, client.ObjectKey{Namespace: pb.Namespace, Name: vs.Name}, storagekit.ClaimMetadata()); apierrors.IsNotFound(err) {
+	if err := r.Get(ctx, client.ObjectKey{Namespace: pb.Namespace, Name: name}, storagekit.ClaimMetadata()); apierrors.IsNotFound(err) {
 		if err := r.ensureFresh(ctx, s); err != nil {
 			return err
 		}
@@ -153,7 +156,7 @@ func (r *PVCBackupReconciler) ensureSnapshotClaim(ctx context.Context, s *scope,
 		if err != nil {
 			return err
 		}
-		tmp := desiredSnapshotClaim(pb, run, vs.Name, source, vs)
+		tmp := desiredSnapshotClaim(pb, run, name, source, vs)
 		if err := storagekit.CreateOnce(ctx, r.Client, pb, tmp); err != nil {
 			return fmt.Errorf("create PVC from snapshot: %w", err)
 		}

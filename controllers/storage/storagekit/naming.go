@@ -29,6 +29,9 @@ const (
 	AnnotationManualTrigger = "storage.okgoes.com/manual-trigger"
 	// AnnotationPVCs lists the members of a group run (status.activeRun.pvcs), comma-separated.
 	AnnotationPVCs = "storage.okgoes.com/pvcs"
+	// AnnotationGroupSnapshotClass is the VolumeGroupSnapshotClass of a group run that takes one
+	// VolumeGroupSnapshot (status.activeRun.volumeGroupSnapshotClass).
+	AnnotationGroupSnapshotClass = "storage.okgoes.com/volume-group-snapshot-class"
 )
 
 // RunAnnotations are the annotations of a run's first object.
@@ -45,6 +48,9 @@ func RunAnnotations(pb *storagev1.PVCBackup, run *storagev1.ActiveRun) map[strin
 	}
 	if len(run.PVCs) > 0 {
 		a[AnnotationPVCs] = strings.Join(run.PVCs, ",")
+	}
+	if run.VolumeGroupSnapshotClass != "" {
+		a[AnnotationGroupSnapshotClass] = run.VolumeGroupSnapshotClass
 	}
 	return a
 }

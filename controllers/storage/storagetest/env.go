@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	groupsnapshotv1beta2 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumegroupsnapshot/v1beta2"
 	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
 	"go.uber.org/zap/zapcore"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -56,7 +57,7 @@ func Main(m *testing.M, ready func()) {
 		os.Exit(0)
 	}
 	ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.Level(zapcore.WarnLevel)))
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, storagev1.AddToScheme, snapshotv1.AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, storagev1.AddToScheme, snapshotv1.AddToScheme, groupsnapshotv1beta2.AddToScheme} {
 		if err := add(Scheme); err != nil {
 			panic(err)
 		}
@@ -83,7 +84,7 @@ func Main(m *testing.M, ready func()) {
 	os.Exit(code)
 }
 
-// SnapshotCRDs are the VolumeSnapshot CRDs shipped in the external-snapshotter client module the
+// SnapshotCRDs are the VolumeSnapshot and VolumeGroupSnapshot CRDs shipped in the external-snapshotter client module the
 // operator compiles against.
 func SnapshotCRDs() ([]string, error) {
 	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/kubernetes-csi/external-snapshotter/client/v8").Output()
@@ -94,6 +95,9 @@ func SnapshotCRDs() ([]string, error) {
 	var files []string
 	for _, kind := range []string{"volumesnapshotclasses", "volumesnapshotcontents", "volumesnapshots"} {
 		files = append(files, filepath.Join(dir, "snapshot.storage.k8s.io_"+kind+".yaml"))
+	}
+	for _, kind := range []string{"volumegroupsnapshotclasses", "volumegroupsnapshotcontents", "volumegroupsnapshots"} {
+		files = append(files, filepath.Join(dir, "groupsnapshot.storage.k8s.io_"+kind+".yaml"))
 	}
 	return files, nil
 }

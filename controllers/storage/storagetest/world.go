@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	groupsnapshotv1beta2 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumegroupsnapshot/v1beta2"
 	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
@@ -136,6 +137,14 @@ func (w *World) StartedUnrecorded(pb *storagev1.PVCBackup) bool {
 	}
 	for i := range snaps.Items {
 		objs = append(objs, &snaps.Items[i])
+	}
+	groups := &groupsnapshotv1beta2.VolumeGroupSnapshotList{}
+	err = K8s.List(Ctx, groups, client.InNamespace(pb.Namespace), client.MatchingLabels{storagekit.LabelBackup: pb.Name})
+	if err != nil && !apierrors.IsNotFound(err) && !meta.IsNoMatchError(err) {
+		w.T.Fatal(err)
+	}
+	for i := range groups.Items {
+		objs = append(objs, &groups.Items[i])
 	}
 	for _, o := range objs {
 		if _, first := o.GetAnnotations()[storagekit.AnnotationScheduledTime]; !first || !o.GetDeletionTimestamp().IsZero() {
