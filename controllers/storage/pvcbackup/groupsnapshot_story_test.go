@@ -184,4 +184,3 @@ func containsAll(s string, parts ...string) bool {
 	}
 	return true
 }
-
