@@ -193,3 +193,26 @@ func TestRestoreFormMustMatchTheBackup(t *testing.T) {
 		})
 	}
 }
+
+// A group target's new PVC smaller than its member's file data (known from an archive backup's
+// top level) fails the restore TargetTooSmall, naming the member, before any target PVC is
+// created, the others included.
+func TestGroupNewPVCTooSmallForItsMemberCreatesNothing(t *testing.T) {
+	w := newWorld(t)
+	w.groupBackupNow("app") // archive: db holds 8 bytes of file data
+	small := newPVCTarget("db", "db-small")
+	small.NewPVC.Size = resource.MustParse("4")
+	pr := groupRestore(w.NS, "back", "app", newPVCTarget("wal", "wal-new"), small)
+	w.Must(k8s.Create(testCtx, pr))
+	w.reconcileRestore(pr)
+	c := condition2(pr)
+	if pr.Status.Phase != storagev1.RestoreFailed || c.Reason != ReasonTargetTooSmall ||
+		!strings.Contains(c.Message, "targets[sourcePVC=db].newPVC.size 4 is smaller than the 8 bytes of file data of member db") {
+		t.Fatalf("status %+v, Complete %+v", pr.Status, c)
+	}
+	for _, name := range []string{"wal-new", "db-small"} {
+		if err := k8s.Get(testCtx, client.ObjectKey{Namespace: w.NS, Name: name}, &corev1.PersistentVolumeClaim{}); !apierrors.IsNotFound(err) {
+			t.Errorf("PVC %s was created for a restore that failed: %v", name, err)
+		}
+	}
+}

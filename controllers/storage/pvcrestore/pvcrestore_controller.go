@@ -246,6 +246,9 @@ func (r *PVCRestoreReconciler) resolveSource(ctx context.Context, s *restoreScop
 // one a running pod writes to.
 func (r *PVCRestoreReconciler) resolveTarget(ctx context.Context, s *restoreScope) error {
 	pr := s.restore
+	if err := r.checkNewPVCSizes(ctx, s); err != nil {
+		return err
+	}
 	pr.Status.Targets = nil
 	for _, t := range targetsOf(pr) {
 		if err := r.resolveOneTarget(ctx, s, t); err != nil {
@@ -267,11 +270,6 @@ func (r *PVCRestoreReconciler) resolveOneTarget(ctx context.Context, s *restoreS
 	err := r.Get(ctx, client.ObjectKey{Namespace: pr.Namespace, Name: name}, pvc)
 	switch {
 	case apierrors.IsNotFound(err) && t.spec.NewPVC != nil:
-		if t.source == "" { // a member's share of the backup is not known: the size of a group's targets is not checked
-			if err := r.checkNewPVCSize(ctx, s); err != nil {
-				return err
-			}
-		}
 		if err := storagekit.CreateOnce(ctx, r.Client, nil, desiredRestorePVC(pr, t.spec.NewPVC)); err != nil {
 			if apierrors.IsInvalid(err) {
 				return s.finish(storagev1.RestoreFailed, storagekit.ReasonInvalidSpec, fmt.Sprintf("the API server rejected %s.newPVC: %v", field, err))
@@ -377,8 +375,30 @@ func (r *PVCRestoreReconciler) runJob(ctx context.Context, s *restoreScope) erro
 	return nil
 }
 
-// checkNewPVCSize refuses a target.newPVC smaller than the content of the backup.
-func (r *PVCRestoreReconciler) checkNewPVCSize(ctx context.Context, s *restoreScope) error {
+// checkNewPVCSizes checks the size of every newPVC still to create (checkNewPVCSize) before any
+// is created: a group restore with one target too small creates none.
+func (r *PVCRestoreReconciler) checkNewPVCSizes(ctx context.Context, s *restoreScope) error {
+	for _, t := range targetsOf(s.restore) {
+		if t.spec.NewPVC == nil {
+			continue
+		}
+		err := r.Get(ctx, client.ObjectKey{Namespace: s.restore.Namespace, Name: t.pvcName()}, storagekit.ClaimMetadata())
+		switch {
+		case apierrors.IsNotFound(err):
+			if err := r.checkNewPVCSize(ctx, s, t); err != nil {
+				return err
+			}
+		case err != nil:
+			return err
+		}
+	}
+	return nil
+}
+
+// checkNewPVCSize refuses a newPVC of t smaller than the content it receives: the backup's, or a
+// group member's (known when the manifest recorded the backup's top level: archive backups; a
+// kopia group's members are not checked).
+func (r *PVCRestoreReconciler) checkNewPVCSize(ctx context.Context, s *restoreScope, t target) error {
 	if s.manifest == nil {
 		cctx, cancel := context.WithTimeout(ctx, storagekit.S3Timeout)
 		defer cancel()
@@ -395,11 +415,18 @@ func (r *PVCRestoreReconciler) checkNewPVCSize(ctx context.Context, s *restoreSc
 		}
 		s.manifest = &m
 	}
-	size := s.restore.Spec.Target.NewPVC.Size // spec.target: the restore of one PVC
-	if need := s.manifest.ContentBytes; size.Value() < need {
+	size, need, of := t.spec.NewPVC.Size, s.manifest.ContentBytes, ""
+	if t.source != "" {
+		var known bool
+		if need, known = memberBytes(*s.manifest, t.source); !known {
+			return nil
+		}
+		of = " of member " + t.source
+	}
+	if size.Value() < need {
 		return s.finish(storagev1.RestoreFailed, ReasonTargetTooSmall, fmt.Sprintf(
-			"target.newPVC.size %s is smaller than the %d bytes of file data in backup %s; nothing was created or restored",
-			size.String(), need, s.restore.Status.BackupID))
+			"%s.newPVC.size %s is smaller than the %d bytes of file data%s in backup %s; nothing was created or restored",
+			t.field(), size.String(), need, of, s.restore.Status.BackupID))
 	}
 	return nil
 }

@@ -104,6 +104,17 @@ func (s *restoreScope) checkGroup(m archive.Manifest) error {
 		m.ID, strings.Join(members, ", "), strings.Join(what, " and ")))
 }
 
+// memberBytes is the file data of member in the group backup m, when its manifest recorded the
+// backup's top level (archive backups: each member is a top-level directory).
+func memberBytes(m archive.Manifest, member string) (int64, bool) {
+	for _, e := range m.Tree {
+		if e.Path == member {
+			return e.Bytes, true
+		}
+	}
+	return 0, false
+}
+
 // difference is what of a is not in b, sorted.
 func difference(a, b []string) []string {
 	var out []string
