@@ -321,3 +321,37 @@ func TestGroupMembersSurviveTheOneRequestStart(t *testing.T) {
 		t.Fatalf("adopted run %+v: want the members db and wal", run)
 	}
 }
+
+// A kopia group backup with spec.verify is verified as one backup: one verify Job, which mounts
+// nothing, reads the whole group back; the record says verified, and the listed backup names
+// its members.
+func TestKopiaGroupBackupIsVerifiedAsOneBackup(t *testing.T) {
+	w := newWorld(t)
+	w.claim("wal", nil)
+	w.claim("db", nil)
+	pb := w.groupBackup("app", storagev1.PVCGroup{PVCNames: []string{"db", "wal"}})
+	pb.Spec.Engine, pb.Spec.Verify = "", true
+	w.StartManual(pb, "now")
+	job := w.Job(pb)
+	if res := w.RunMover(job, groupVolumes(t, "db", "wal")); !res.Succeeded() || res.SnapshotID == "" {
+		t.Fatalf("kopia group backup: %+v", res)
+	}
+	w.FinishJob(job, true)
+	w.Reconcile(pb)
+	verify := &batchv1.Job{}
+	w.Must(k8s.Get(testCtx, client.ObjectKey{Namespace: w.NS, Name: storagekit.VerifyJobName(pb, pb.Status.ActiveRun)}, verify))
+	if len(verify.Spec.Template.Spec.Volumes) != 1 { // kopia's cache only
+		t.Errorf("the verify Job mounts %+v", verify.Spec.Template.Spec.Volumes)
+	}
+	res := w.RunMover(verify, "")
+	w.FinishPod(verify, res)
+	w.FinishJob(verify, res.Succeeded())
+	w.Reconcile(pb)
+	last := pb.Status.LastRun
+	if last == nil || last.Result != storagev1.RunSucceeded || last.Verified == nil || !*last.Verified || last.Engine != storagev1.EngineKopia {
+		t.Fatalf("last run %+v", last)
+	}
+	if len(pb.Status.Backups) != 1 || !reflect.DeepEqual(pb.Status.Backups[0].PVCs, []string{"db", "wal"}) || pb.Status.Backups[0].SnapshotID != last.SnapshotID {
+		t.Fatalf("backups %+v", pb.Status.Backups)
+	}
+}
