@@ -43,13 +43,13 @@ type PVCRestoreSpec struct {
 	// into, with its own overwrite policy. One mover restores them all; a target that refuses
 	// (Refuse, with data) fails the restore before any target is changed. A group backup
 	// restored with target, or the backup of one PVC with targets, or targets that are not
-	// exactly the backup's members, fail before anything is touched (GroupBackup,
-	// NotAGroupBackup, TargetsMismatch).
+	// exactly the backup's members, or two targets naming one PVC, fail before anything is
+	// touched (GroupBackup, NotAGroupBackup, TargetsMismatch, InvalidSpec). (That each PVC is
+	// named once is the controller's check: a CEL rule comparing every pair costs too much.)
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=16
 	// +listType=map
 	// +listMapKey=sourcePVC
-	// +kubebuilder:validation:XValidation:rule="self.all(t, self.exists_one(u, (has(u.pvcName) ? u.pvcName : (has(u.newPVC) ? u.newPVC.name : '')) == (has(t.pvcName) ? t.pvcName : (has(t.newPVC) ? t.newPVC.name : ''))))",message="each of targets must restore into a PVC of its own: two targets name the same PVC"
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Targets (group backup)",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:advanced"},order=2
 	Targets []GroupRestoreTarget `json:"targets,omitempty"`

@@ -89,8 +89,8 @@ func TestAdmissionChecksGroups(t *testing.T) {
 }
 
 // spec.targets of a PVCRestore (a group backup's restore) is checked at admission: exactly one of
-// target and targets, each target with exactly one of pvcName and newPVC, each member once, each
-// PVC once, no paths.
+// target and targets, each target with exactly one of pvcName and newPVC, each member once, no
+// paths. (Each PVC once is the controller's check: TestRestoreFormMustMatchTheBackup.)
 func TestAdmissionChecksGroupRestores(t *testing.T) {
 	ns := admissionNamespace(t)
 	into := func(member, pvc string) map[string]any {
@@ -118,8 +118,6 @@ func TestAdmissionChecksGroupRestores(t *testing.T) {
 		{"a target with pvcName and newPVC", map[string]any{"spec.target": nil, "spec.targets": []any{
 			map[string]any{"sourcePVC": "db", "pvcName": "db", "newPVC": map[string]any{"name": "db-new", "size": "1Gi"}}}},
 			"spec.targets[0]", "each of targets sets exactly one of pvcName and newPVC"},
-		{"two targets into one PVC", map[string]any{"spec.target": nil, "spec.targets": []any{into("db", "same"), existing("wal", "same")}},
-			"spec.targets", "each of targets must restore into a PVC of its own: two targets name the same PVC"},
 		{"paths with targets", map[string]any{"spec.target": nil, "spec.targets": []any{into("db", "db-new")}, "spec.paths": []any{"base"}},
 			"spec", "paths cannot be combined with targets: a group backup is restored whole"},
 	}

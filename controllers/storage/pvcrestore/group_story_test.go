@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	storagev1 "github.com/okgoes/okgoes-operator/api/storage/v1"
+	"github.com/okgoes/okgoes-operator/controllers/storage/storagekit"
 	"github.com/okgoes/okgoes-operator/controllers/storage/storagetest"
 	"github.com/okgoes/okgoes-operator/internal/mover"
 )
@@ -168,6 +169,8 @@ func TestRestoreFormMustMatchTheBackup(t *testing.T) {
 			"spec.targets has no target for wal"},
 		{"a target of no member", groupRestore(w.NS, "long", "group", newPVCTarget("db", "db-c"), newPVCTarget("wal", "wal-c"), newPVCTarget("logs", "logs-c")),
 			ReasonTargetsMismatch, "targets for logs, which the backup does not hold"},
+		{"two members into one PVC", groupRestore(w.NS, "same", "group", newPVCTarget("db", "both"), newPVCTarget("wal", "both")),
+			storagekit.ReasonInvalidSpec, `targets[sourcePVC=db] and targets[sourcePVC=wal] both restore into PersistentVolumeClaim "both"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	storagev1 "github.com/okgoes/okgoes-operator/api/storage/v1"
+	"github.com/okgoes/okgoes-operator/controllers/storage/storagekit"
 	"github.com/okgoes/okgoes-operator/internal/archive"
 )
 
@@ -113,6 +114,22 @@ func memberBytes(m archive.Manifest, member string) (int64, bool) {
 		}
 	}
 	return 0, false
+}
+
+// checkDistinctTargets fails the restore (InvalidSpec, before anything is created or touched)
+// when two of spec.targets name the same PVC: two members would be restored into one volume.
+// A CEL rule comparing every pair of targets would cost the API server too much (celcost_test).
+func (s *restoreScope) checkDistinctTargets() error {
+	seen := map[string]string{}
+	for _, t := range targetsOf(s.restore) {
+		if other, ok := seen[t.pvcName()]; ok {
+			return s.finish(storagev1.RestoreFailed, storagekit.ReasonInvalidSpec, fmt.Sprintf(
+				"targets[sourcePVC=%s] and targets[sourcePVC=%s] both restore into PersistentVolumeClaim %q: each member needs a PVC of its own; nothing was restored",
+				other, t.source, t.pvcName()))
+		}
+		seen[t.pvcName()] = t.source
+	}
+	return nil
 }
 
 // difference is what of a is not in b, sorted.

@@ -21,6 +21,9 @@ import (
 // one a running pod writes to.
 func (r *PVCRestoreReconciler) resolveTarget(ctx context.Context, s *restoreScope) error {
 	pr := s.restore
+	if err := s.checkDistinctTargets(); err != nil {
+		return err
+	}
 	if err := r.checkNewPVCSizes(ctx, s); err != nil {
 		return err
 	}
