@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -140,7 +141,7 @@ func (w *World) StartedUnrecorded(pb *storagev1.PVCBackup) bool {
 	}
 	groups := &groupsnapshotv1beta2.VolumeGroupSnapshotList{}
 	err = K8s.List(Ctx, groups, client.InNamespace(pb.Namespace), client.MatchingLabels{storagekit.LabelBackup: pb.Name})
-	if err != nil && !apierrors.IsNotFound(err) && !meta.IsNoMatchError(err) {
+	if err != nil && !apierrors.IsNotFound(err) && !meta.IsNoMatchError(err) && !runtime.IsNotRegisteredError(err) { // a story's scheme without them
 		w.T.Fatal(err)
 	}
 	for i := range groups.Items {
