@@ -67,7 +67,7 @@ func TestConsistentGroupBackupAndRestore(t *testing.T) {
 				{Name: "b", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "wal"}}},
 			},
 			Containers: []corev1.Container{{Name: "main", Image: cfg.toolsImage, ImagePullPolicy: corev1.PullIfNotPresent,
-				Command: []string{"sh", "-c", twoVolumeWriter},
+				Command:      []string{"sh", "-c", twoVolumeWriter},
 				VolumeMounts: []corev1.VolumeMount{{Name: "a", MountPath: "/a"}, {Name: "b", MountPath: "/b"}}}},
 		},
 	}
