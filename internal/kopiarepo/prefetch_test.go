@@ -176,18 +176,7 @@ func TestOneChunkFilesAreReadPackByPack(t *testing.T) {
 	}
 	packs := len(b.objects(t, prefix+"/p"))
 	counted := countRequests(t, b.minio.Endpoint)
-	cfg := b.config(prefix)
-	cfg.Endpoint = counted.endpoint
-	r, err := Open(testContext(t), cfg, testPassword, Options{CacheDir: t.TempDir(), NoCreate: true, NoDiskCache: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = r.Close(context.Background()) })
-	dst := filepath.Join(t.TempDir(), "restored")
-	if _, err := r.Restore(testContext(t), snap.ID, dst); err != nil {
-		t.Fatal(err)
-	}
-	assertSameTree(t, src, dst)
+	restoreThrough(t, counted, b.config(prefix), snap.ID, src)
 	if gets := counted.packGets(prefix); gets != packs {
 		t.Errorf("restoring 40 files of 1 MiB from %d packs took %d GETs of packs, want one per pack", packs, gets)
 	}
@@ -211,18 +200,7 @@ func TestFilesOfAFewChunksInOnePackAreReadWithIt(t *testing.T) {
 	}
 	packs := len(b.objects(t, prefix+"/p"))
 	counted := countRequests(t, b.minio.Endpoint)
-	cfg := b.config(prefix)
-	cfg.Endpoint = counted.endpoint
-	r, err := Open(testContext(t), cfg, testPassword, Options{CacheDir: t.TempDir(), NoCreate: true, NoDiskCache: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = r.Close(context.Background()) })
-	dst := filepath.Join(t.TempDir(), "restored")
-	if _, err := r.Restore(testContext(t), snap.ID, dst); err != nil {
-		t.Fatal(err)
-	}
-	assertSameTree(t, src, dst)
+	restoreThrough(t, counted, b.config(prefix), snap.ID, src)
 	if gets := counted.packGets(prefix); packs != 1 || gets != packs {
 		t.Errorf("restoring 16 files of 1 MiB from %d packs took %d GETs of packs, want one pack read once", packs, gets)
 	}
@@ -248,7 +226,18 @@ func TestALargeFileIsReadInParallelSegments(t *testing.T) {
 	}
 	counted := countRequests(t, b.minio.Endpoint)
 	counted.packDelay = 20 * time.Millisecond
-	cfg := b.config(prefix)
+	restoreThrough(t, counted, b.config(prefix), snap.ID, src)
+	counted.mu.Lock()
+	defer counted.mu.Unlock()
+	if counted.maxInFlight < 2 {
+		t.Errorf("restoring a file of %d MiB made at most %d pack GETs at once, want its segments read at once", len(image)>>20, counted.maxInFlight)
+	}
+}
+
+// restoreThrough restores snapshot id as a mover does (a new connection, no disk cache) through
+// the counting proxy, and checks the restored tree is src.
+func restoreThrough(t *testing.T, counted *requestCounter, cfg S3Config, id, src string) {
+	t.Helper()
 	cfg.Endpoint = counted.endpoint
 	r, err := Open(testContext(t), cfg, testPassword, Options{CacheDir: t.TempDir(), NoCreate: true, NoDiskCache: true})
 	if err != nil {
@@ -256,13 +245,8 @@ func TestALargeFileIsReadInParallelSegments(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = r.Close(context.Background()) })
 	dst := filepath.Join(t.TempDir(), "restored")
-	if _, err := r.Restore(testContext(t), snap.ID, dst); err != nil {
+	if _, err := r.Restore(testContext(t), id, dst); err != nil {
 		t.Fatal(err)
 	}
 	assertSameTree(t, src, dst)
-	counted.mu.Lock()
-	defer counted.mu.Unlock()
-	if counted.maxInFlight < 2 {
-		t.Errorf("restoring a file of %d MiB made at most %d pack GETs at once, want its segments read at once", len(image)>>20, counted.maxInFlight)
-	}
 }
