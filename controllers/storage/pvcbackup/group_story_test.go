@@ -41,25 +41,6 @@ func (w *world) groupBackup(name string, g storagev1.PVCGroup) *storagev1.PVCBac
 	return pb
 }
 
-// memberMounts is what the mover Job mounts where: mount path -> claim, and whether every
-// mount is read-only.
-func memberMounts(job *batchv1.Job) (map[string]string, bool) {
-	spec := job.Spec.Template.Spec
-	claims := map[string]string{}
-	for _, v := range spec.Volumes {
-		if v.PersistentVolumeClaim != nil {
-			claims[v.Name] = v.PersistentVolumeClaim.ClaimName
-		}
-	}
-	mounts, readOnly := map[string]string{}, true
-	for _, m := range spec.Containers[0].VolumeMounts {
-		if c, ok := claims[m.Name]; ok {
-			mounts[m.MountPath], readOnly = c, readOnly && m.ReadOnly
-		}
-	}
-	return mounts, readOnly
-}
-
 // groupVolumes plays the kubelet's mounts of a group Job: a directory with one tree per member.
 func groupVolumes(t *testing.T, members ...string) string {
 	t.Helper()
@@ -90,9 +71,9 @@ func TestGroupOfListedPVCsIsOneBackup(t *testing.T) {
 		t.Fatalf("active run %+v: want the members db and wal recorded", pb.Status.ActiveRun)
 	}
 	job := w.Job(pb)
-	mounts, readOnly := memberMounts(job)
-	if want := map[string]string{"/data/db": "db", "/data/wal": "wal"}; !reflect.DeepEqual(mounts, want) || !readOnly {
-		t.Fatalf("mover mounts %v (read-only %v), want %v read-only", mounts, readOnly, want)
+	mounts := storagetest.ClaimMounts(job)
+	if want := map[string]string{"/data/db": "db (read-only)", "/data/wal": "wal (read-only)"}; !reflect.DeepEqual(mounts, want) {
+		t.Fatalf("mover mounts %v, want %v", mounts, want)
 	}
 	if env := envOf(job); env[mover.EnvSourcePVCs] != "db,wal" || env[mover.EnvSourceDir] != "/data" {
 		t.Errorf("mover env %s=%q %s=%q", mover.EnvSourcePVCs, env[mover.EnvSourcePVCs], mover.EnvSourceDir, env[mover.EnvSourceDir])
@@ -200,8 +181,8 @@ func TestGroupSelectorIsResolvedWhenTheRunStarts(t *testing.T) {
 	ready("wal")
 	w.Reconcile(pb)
 	job := w.Job(pb)
-	mounts, _ := memberMounts(job)
-	if want := map[string]string{"/data/db": snaps["db"].Name, "/data/wal": snaps["wal"].Name}; !reflect.DeepEqual(mounts, want) {
+	mounts := storagetest.ClaimMounts(job)
+	if want := map[string]string{"/data/db": snaps["db"].Name + " (read-only)", "/data/wal": snaps["wal"].Name + " (read-only)"}; !reflect.DeepEqual(mounts, want) {
 		t.Fatalf("mover mounts %v, want the PVCs restored from the snapshots %v", mounts, want)
 	}
 	for _, member := range []string{"db", "wal"} {

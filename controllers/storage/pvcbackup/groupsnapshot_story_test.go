@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	storagev1 "github.com/okgoes/okgoes-operator/api/storage/v1"
+	"github.com/okgoes/okgoes-operator/controllers/storage/storagetest"
 )
 
 // The group snapshot stories: envtest runs no snapshot-controller, so the story plays it: it
@@ -107,8 +108,8 @@ func TestGroupSelectorIsCapturedWithOneVolumeGroupSnapshot(t *testing.T) {
 	}
 	w.Reconcile(pb)
 	job := w.Job(pb)
-	mounts, _ := memberMounts(job)
-	want := map[string]string{"/data/db": memberObjectName(pb, run, 0), "/data/wal": memberObjectName(pb, run, 1)}
+	mounts := storagetest.ClaimMounts(job)
+	want := map[string]string{"/data/db": memberObjectName(pb, run, 0) + " (read-only)", "/data/wal": memberObjectName(pb, run, 1) + " (read-only)"}
 	if !reflect.DeepEqual(mounts, want) {
 		t.Fatalf("mover mounts %v, want %v", mounts, want)
 	}

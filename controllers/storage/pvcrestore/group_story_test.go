@@ -74,24 +74,6 @@ func newPVCTarget(member, pvc string) storagev1.GroupRestoreTarget {
 		RestoreTarget: storagev1.RestoreTarget{NewPVC: &storagev1.NewPVCTemplate{Name: pvc, Size: resource.MustParse("1Gi")}}}
 }
 
-// mounts is what the restore Job mounts where: mount path -> claim, and whether any is read-only.
-func mounts(job *batchv1.Job) (map[string]string, bool) {
-	spec := job.Spec.Template.Spec
-	claims := map[string]string{}
-	for _, v := range spec.Volumes {
-		if v.PersistentVolumeClaim != nil {
-			claims[v.Name] = v.PersistentVolumeClaim.ClaimName
-		}
-	}
-	m, readOnly := map[string]string{}, false
-	for _, vm := range spec.Containers[0].VolumeMounts {
-		if c, ok := claims[vm.Name]; ok {
-			m[vm.MountPath], readOnly = c, readOnly || vm.ReadOnly
-		}
-	}
-	return m, readOnly
-}
-
 // A group backup is restored by one PVCRestore: one Job mounts each target at /data/<member>
 // (a new PVC for db, the existing PVC wal-old, cleaned, for wal) and restores each member into
 // its own; the status names each target with its member.
@@ -109,9 +91,8 @@ func TestGroupBackupIsRestoredIntoEachTarget(t *testing.T) {
 	}
 	w.Must(k8s.Get(testCtx, client.ObjectKey{Namespace: w.NS, Name: "db-new"}, &corev1.PersistentVolumeClaim{}))
 	job := w.restoreJob(pr)
-	m, readOnly := mounts(job)
-	if wantMounts := map[string]string{"/data/db": "db-new", "/data/wal": "wal-old"}; !reflect.DeepEqual(m, wantMounts) || readOnly {
-		t.Fatalf("restore mounts %v (a read-only one: %v), want %v writable", m, readOnly, wantMounts)
+	if m, want := storagetest.ClaimMounts(job), map[string]string{"/data/db": "db-new", "/data/wal": "wal-old"}; !reflect.DeepEqual(m, want) {
+		t.Fatalf("restore mounts %v, want %v (writable)", m, want)
 	}
 	env := w.MoverEnv(job)
 	if env[mover.EnvRestoreMembers] != "db=Refuse,wal=Clean" || env[mover.EnvTargetDir] != "/data" {

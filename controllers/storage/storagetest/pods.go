@@ -81,3 +81,25 @@ func (w *World) StartPod(job *batchv1.Job) {
 	job.Status.StartTime, job.Status.Active, job.Status.Ready = &now, 1, ptr.To[int32](1)
 	w.Must(K8s.Status().Update(Ctx, job))
 }
+
+// ClaimMounts is what a mover Job mounts where: mount path -> claim, with " (read-only)" after
+// the claim of a read-only mount.
+func ClaimMounts(job *batchv1.Job) map[string]string {
+	spec := job.Spec.Template.Spec
+	claims := map[string]string{}
+	for _, v := range spec.Volumes {
+		if v.PersistentVolumeClaim != nil {
+			claims[v.Name] = v.PersistentVolumeClaim.ClaimName
+		}
+	}
+	mounts := map[string]string{}
+	for _, m := range spec.Containers[0].VolumeMounts {
+		if c, ok := claims[m.Name]; ok {
+			if m.ReadOnly {
+				c += " (read-only)"
+			}
+			mounts[m.MountPath] = c
+		}
+	}
+	return mounts
+}
