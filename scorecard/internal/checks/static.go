@@ -245,14 +245,21 @@ func leafPaths(obj map[string]any, prefix string) []string {
 	return out
 }
 
-// schemaAt is the schema of the field at a dotted path, following properties and, for maps,
-// additionalProperties.
+// schemaAt is the schema of the field at a dotted path, following properties, for maps
+// additionalProperties, and for a segment with an index (targets[0], as the CSV names the fields
+// of a list's items) the list's items.
 func schemaAt(root *apiextensionsv1.JSONSchemaProps, path string) (*apiextensionsv1.JSONSchemaProps, error) {
 	cur := root
 	for _, seg := range strings.Split(path, ".") {
-		seg, _, _ = strings.Cut(seg, "[")
+		seg, index, indexed := strings.Cut(seg, "[")
 		if p, ok := cur.Properties[seg]; ok {
 			cur = &p
+			if indexed {
+				if cur.Items == nil || cur.Items.Schema == nil {
+					return nil, fmt.Errorf("%q at %s is not a list ([%s)", seg, path, index)
+				}
+				cur = cur.Items.Schema
+			}
 			continue
 		}
 		if cur.AdditionalProperties != nil && cur.AdditionalProperties.Schema != nil {

@@ -109,6 +109,10 @@ func TestStaticChecksFailOnABrokenBundle(t *testing.T) {
 			o := owned(b, "PVCBackup", "v1")
 			o.StatusDescriptors[0].Path = "lastBackups"
 		}},
+		{"descriptors-cover-samples", "specDescriptor \"targets[0].newPVC.colour\" points at no field of the schema", func(b *bundle.Bundle) {
+			o := owned(b, "PVCRestore", "v1")
+			o.SpecDescriptors = append(o.SpecDescriptors, bundle.Descriptor{Path: "targets[0].newPVC.colour"})
+		}},
 		{"descriptors-cover-samples", "status.conditions has no statusDescriptor with x-descriptor urn:alm:descriptor:io.kubernetes.conditions", func(b *bundle.Bundle) {
 			o := owned(b, "PVCRestore", "v1")
 			o.StatusDescriptors = o.StatusDescriptors[:len(o.StatusDescriptors)-1]
