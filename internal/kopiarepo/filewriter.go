@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/kopia/kopia/fs"
-	"golang.org/x/sync/errgroup"
 	"golang.org/x/sys/unix"
 
 	"github.com/okgoes/okgoes-operator/internal/statmode"
@@ -76,12 +75,8 @@ func writeRestoredFile(ctx context.Context, path string, f fs.File) (err error) 
 	}
 	size := int64(n)
 	if rerr == nil { // more than one buffer
-		var more int64
-		if f.Size() > 2*segmentBytes {
-			more, end, err = copySegments(ctx, out, f, size, end)
-		} else {
-			more, end, err = copySparse(out, r, buf, size, end)
-		}
+		more, e, err := copySparse(out, r, buf, size, end)
+		end = e
 		if err != nil {
 			return fmt.Errorf("write %s: %w", path, err)
 		}
@@ -173,71 +168,6 @@ func copySparse(out fdFile, r io.Reader, buf []byte, off, end int64) (read, newE
 			return read, end, rerr //nolint:wrapcheck // kopia's read error names the object
 		}
 	}
-}
-
-// A file larger than two segments is read in segments of segmentBytes, segmentReaders at a
-// time, each with its own reader of the object: kopia reads an object chunk after chunk, one
-// ranged GET each, so a large file alone was read one GET at a time (a VM image of 1 GiB in
-// 1 MiB chunks: about a thousand GETs one after the other). A chunk across a segment boundary is
-// read by both segments.
-const (
-	segmentBytes   = 32 << 20
-	segmentReaders = 4
-)
-
-// segmentSlots bounds the segment readers of all the files restored at once (RestoreParallelism
-// files, each up to segmentReaders): each holds a chunk (up to 8 MiB with kopia's
-// DYNAMIC-4M-BUZHASH) and a write buffer, and eight files of 4 MiB chunks at four readers each
-// would hold about 300 MiB.
-var segmentSlots = make(chan struct{}, 2*segmentReaders)
-
-// copySegments writes the object of f from offset from on to out, segment by segment
-// (segmentBytes, segmentReaders at a time), skipping the blocks of zeros as copySparse does. The
-// last segment reads to the object's end, so an object longer than f's entry is found out. It
-// returns how many bytes it read and the end of the data written (at least end).
-func copySegments(ctx context.Context, out fdFile, f fs.File, from, end int64) (read, newEnd int64, err error) {
-	var mu sync.Mutex
-	newEnd = end
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(segmentReaders)
-	for start := from; start < f.Size(); start += segmentBytes {
-		last := start+segmentBytes >= f.Size()
-		g.Go(func() error {
-			select {
-			case segmentSlots <- struct{}{}:
-			case <-gctx.Done():
-				return gctx.Err()
-			}
-			defer func() { <-segmentSlots }()
-			n, e, err := copySegment(gctx, out, f, start, last)
-			mu.Lock()
-			defer mu.Unlock()
-			read, newEnd = read+n, max(newEnd, e)
-			return err
-		})
-	}
-	err = g.Wait()
-	return read, newEnd, err
-}
-
-// copySegment writes the segment of f's object at start (to its end when last) to out, and
-// returns how many bytes it read and the end of the data it wrote (0: none).
-func copySegment(ctx context.Context, out fdFile, f fs.File, start int64, last bool) (int64, int64, error) {
-	r, err := f.Open(ctx)
-	if err != nil {
-		return 0, 0, fmt.Errorf("open %q in the snapshot: %w", f.Name(), err)
-	}
-	defer r.Close() //nolint:errcheck // read only
-	if _, err := r.Seek(start, io.SeekStart); err != nil {
-		return 0, 0, err //nolint:wrapcheck // kopia's error names the object
-	}
-	var src io.Reader = r
-	if !last {
-		src = io.LimitReader(r, segmentBytes)
-	}
-	bp := writeBuffers.Get().(*[]byte) //nolint:forcetypeassert // the pool's own
-	defer writeBuffers.Put(bp)
-	return copySparse(out, src, *bp, start, 0)
 }
 
 // writeRuns writes the runs of non-zero blocks of data, which starts at off in the file, and

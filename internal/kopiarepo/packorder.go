@@ -30,8 +30,10 @@ import (
 // chunks) are listed first, grouped by pack, and read
 // pack after pack: each pack is fetched whole once and held in memory while its files are read
 // (packWindow, storage.go; the next one is fetched meanwhile), and kopia reads each file's
-// chunk from it, decrypting and checking it as usual. The other files and the symlinks are read
-// afterwards, RestoreParallelism at a time (restore.go).
+// chunk from it, decrypting and checking it as usual. A restore reads the chunks of the larger
+// files with their packs the same way, each written at its offset in its file (largefiles.go).
+// The other files (a verify's larger files too) and the symlinks are read afterwards,
+// RestoreParallelism at a time (restore.go).
 
 // A file of one chunk up to smallChunkBytes is read with its pack: 8 MiB is the largest chunk
 // of DYNAMIC-4M-BUZHASH, kopia's default splitter and the one of repositories created before
@@ -56,9 +58,12 @@ type readPlan struct {
 	dirEntries []fs.Entry
 	byPack     map[blob.ID][]planned
 	order      []blob.ID // packs in the order the walk met them
-	// extent is the length of the start of each pack that holds the small objects' chunks.
+	// extent is the length of the start of each pack that holds the planned chunks.
 	extent map[blob.ID]int64
-	// rest are the other files and the symlinks, when the plan was made with them.
+	// pieces are the chunks of the larger files by pack (largefiles.go), when the plan was made
+	// with them (a restore's; nil: such files are in rest).
+	pieces map[blob.ID][]piece
+	// rest are the other files and the symlinks.
 	rest []planned
 }
 
@@ -70,14 +75,24 @@ func (o planned) oid() object.ID {
 	return o.entry.(object.HasObjectID).ObjectID() //nolint:forcetypeassert // the walk plans objects only
 }
 
-// planReads walks the tree under root. With all, the objects that are not small go to rest.
-func planReads(ctx context.Context, rep repo.Repository, root fs.Entry, all bool) (*readPlan, error) {
+// newReadPlan is an empty plan; withPieces plans the chunks of the larger files by pack.
+func newReadPlan(withPieces bool) *readPlan {
 	p := &readPlan{byPack: map[blob.ID][]planned{}, extent: map[blob.ID]int64{}}
+	if withPieces {
+		p.pieces = map[blob.ID][]piece{}
+	}
+	return p
+}
+
+// planReads walks the tree under root; withPieces plans the chunks of the larger files by pack
+// (a restore's plan: largefiles.go).
+func planReads(ctx context.Context, rep repo.Repository, root fs.Entry, withPieces bool) (*readPlan, error) {
+	p := newReadPlan(withPieces)
 	if d, ok := root.(fs.Directory); ok {
-		return p, p.walkDir(ctx, rep, d, "", all)
+		return p, p.walkDir(ctx, rep, d, "")
 	}
 	p.dirs, p.dirEntries = []string{""}, []fs.Entry{root}
-	return p, p.plan(ctx, rep, root, 0, all)
+	return p, p.plan(ctx, rep, root, 0)
 }
 
 // acrossDirectories orders the objects of a pack so that consecutive ones are in different
@@ -114,7 +129,7 @@ func acrossDirectories(objs []planned) []planned {
 	return out
 }
 
-func (p *readPlan) walkDir(ctx context.Context, rep repo.Repository, d fs.Directory, rel string, all bool) error {
+func (p *readPlan) walkDir(ctx context.Context, rep repo.Repository, d fs.Directory, rel string) error {
 	entries, err := fs.GetAllEntries(ctx, d)
 	if err != nil {
 		return fmt.Errorf("list %q: %w", rel, err)
@@ -124,9 +139,9 @@ func (p *readPlan) walkDir(ctx context.Context, rep repo.Repository, d fs.Direct
 	p.dirEntries = append(p.dirEntries, d)
 	for _, child := range entries {
 		if sub, ok := child.(fs.Directory); ok {
-			err = p.walkDir(ctx, rep, sub, path.Join(rel, child.Name()), all)
+			err = p.walkDir(ctx, rep, sub, path.Join(rel, child.Name()))
 		} else {
-			err = p.plan(ctx, rep, child, dir, all)
+			err = p.plan(ctx, rep, child, dir)
 		}
 		if err != nil {
 			return err
@@ -136,7 +151,7 @@ func (p *readPlan) walkDir(ctx context.Context, rep repo.Repository, d fs.Direct
 }
 
 // plan adds e, an entry of directory dir, to the plan if it is an object.
-func (p *readPlan) plan(ctx context.Context, rep repo.Repository, e fs.Entry, dir int32, all bool) error {
+func (p *readPlan) plan(ctx context.Context, rep repo.Repository, e fs.Entry, dir int32) error {
 	if _, ok := e.(object.HasObjectID); !ok {
 		return nil
 	}
@@ -147,7 +162,7 @@ func (p *readPlan) plan(ctx context.Context, rep repo.Repository, e fs.Entry, di
 		}
 		p.byPack[pack] = append(p.byPack[pack], o)
 		p.extent[pack] = max(p.extent[pack], end)
-	} else if all {
+	} else if p.pieces == nil || !p.planPieces(ctx, rep, o) {
 		p.rest = append(p.rest, o)
 	}
 	return nil
@@ -223,7 +238,12 @@ const packsHeld = 2
 // barrier between packs: the readers start on the next pack while the last objects of one are
 // still read (with 1 MiB files, about 20 a pack, waiting for each pack's last reader idled a
 // fifth of them).
-func (p *readPlan) eachByPack(ctx context.Context, rep repo.Repository, w *packWindow, fn func(context.Context, planned) error) error {
+//
+// The pieces of the larger files (when planned) are read with their packs the same way, by
+// writePiece.
+func (p *readPlan) eachByPack(ctx context.Context, rep repo.Repository, w *packWindow, fn func(context.Context, planned) error,
+	writePiece func(context.Context, piece) error,
+) error {
 	dr, direct := rep.(repo.DirectRepository)
 	slots := make(chan struct{}, packsHeld)
 	release := func(pack blob.ID) {
@@ -259,10 +279,10 @@ func (p *readPlan) eachByPack(ctx context.Context, rep repo.Repository, w *packW
 			if rctx.Err() != nil {
 				break // a reader failed: fetch and read no more
 			}
-			objs := acrossDirectories(p.byPack[pack])
+			objs, pieces := acrossDirectories(p.byPack[pack]), p.pieces[pack]
 			left := atomic.Int64{}
-			left.Store(int64(len(objs)))
-			for _, o := range objs {
+			left.Store(int64(len(objs) + len(pieces)))
+			read := func(fn func() error) {
 				readers.Go(func() error {
 					defer func() {
 						if left.Add(-1) == 0 {
@@ -272,8 +292,14 @@ func (p *readPlan) eachByPack(ctx context.Context, rep repo.Repository, w *packW
 					if err := rctx.Err(); err != nil {
 						return err
 					}
-					return fn(rctx, o)
+					return fn()
 				})
+			}
+			for _, o := range objs {
+				read(func() error { return fn(rctx, o) })
+			}
+			for _, pc := range pieces {
+				read(func() error { return writePiece(rctx, pc) })
 			}
 		}
 		return readers.Wait()

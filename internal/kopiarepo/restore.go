@@ -58,8 +58,9 @@ type RestoreStats struct {
 // FIFOs and devices were never backed up: kopia records none of them.
 //
 // One walk of the snapshot's directories (planReads) lists everything; then, in this order:
-// the directories are made, the small files written pack by pack (packorder.go), the other
-// files and the symlinks written RestoreParallelism at a time, and last the directories get
+// the directories are made, the small files and the chunks of the larger ones written pack by
+// pack (packorder.go, largefiles.go), the other files (those whose chunks the walk could not
+// list) and the symlinks written RestoreParallelism at a time, and last the directories get
 // their owner, mode and times, deepest first. kopia's own restore (restore.Entry) walked the
 // tree a second time, reading every directory again and asking the index and lstat about each
 // file the pack pass had written.
@@ -132,7 +133,19 @@ func (r *Repo) restorePlan(ctx context.Context, plan *readPlan, target string, w
 		}
 		return nil
 	}
-	if err := plan.eachByPack(ctx, r.rep, r.packs, write); err != nil {
+	piece := func(ctx context.Context, pc piece) error {
+		rel := plan.rel(pc.file.planned)
+		finished, err := writePiece(ctx, r.rep, t.path(rel), pc)
+		if err != nil {
+			return fmt.Errorf("restore %q: %w", rel, err)
+		}
+		if finished {
+			files.Add(1)
+			written.Add(pc.file.entry.Size())
+		}
+		return nil
+	}
+	if err := plan.eachByPack(ctx, r.rep, r.packs, write, piece); err != nil {
 		return RestoreStats{}, err
 	}
 	if err := each(ctx, plan.rest, write); err != nil {
@@ -279,7 +292,7 @@ func (r *Repo) Verify(ctx context.Context, snapshotID string) (VerifyStats, erro
 			return VerifyStats{}, fmt.Errorf("list the repository's blobs: %w", err)
 		}
 	}
-	plan, err := planReads(ctx, r.rep, root, true)
+	plan, err := planReads(ctx, r.rep, root, false)
 	if err != nil {
 		return VerifyStats{}, fmt.Errorf("verify %s: %w", snapshotID, err)
 	}
@@ -303,7 +316,7 @@ func (r *Repo) Verify(ctx context.Context, snapshotID string) (VerifyStats, erro
 		}
 		return nil
 	}
-	err = plan.eachByPack(ctx, r.rep, r.packs, read)
+	err = plan.eachByPack(ctx, r.rep, r.packs, read, nil)
 	if err == nil {
 		err = each(ctx, plan.rest, read)
 	}

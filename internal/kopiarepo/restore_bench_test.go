@@ -2,6 +2,7 @@ package kopiarepo
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -15,8 +16,10 @@ import (
 // each iteration opens the repository with a new cache and without a disk cache of data
 // (NoDiskCache, as a mover restore opens it), restores into a new directory and closes. The
 // trees are a source checkout (15,000 files of 256 B to 64 KiB, log-uniform, code-like text
-// and some random, in 300 directories) and 100,000 small files (512 B to 8 KiB, 1,000 to a
-// directory), both times KOPIAREPO_BENCH_SCALE (default 0.2). Profile it with the go tool's
+// and some random, in 300 directories), 100,000 small files (512 B to 8 KiB, 1,000 to a
+// directory), both times KOPIAREPO_BENCH_SCALE (default 0.2), and bench/engines' database
+// pages (8 × KOPIAREPO_BENCH_SCALE files of 128 MiB of 8 KiB pages, restored after 1 % of the
+// pages were rewritten in place and backed up again). Profile it with the go tool's
 // flags (docs/benchmarks.md, "Restore: where the time goes"):
 //
 //	go test ./internal/kopiarepo -run '^$' -bench Restore -benchtime 3x \
@@ -34,9 +37,9 @@ func BenchmarkRestore(b *testing.B) {
 	}{
 		{"source-tree", int(15_000 * scale), benchSourceFile},
 		{"small-files", int(100_000 * scale), benchSmallFile},
+		{"db-pages", max(1, int(8*scale)), benchPagesFile},
 	} {
 		b.Run(shape.name, func(b *testing.B) {
-			ctx := context.Background()
 			src := b.TempDir()
 			for i := range shape.files {
 				if err := shape.write(src, i); err != nil {
@@ -44,34 +47,93 @@ func BenchmarkRestore(b *testing.B) {
 				}
 			}
 			cfg := bk.config("bench/" + shape.name)
-			r, err := Open(ctx, cfg, testPassword, Options{CacheDir: b.TempDir()})
-			if err != nil {
-				b.Fatal(err)
-			}
-			snap, err := r.Backup(ctx, src, BackupOptions{})
-			if cerr := r.Close(ctx); err == nil {
-				err = cerr
-			}
-			if err != nil {
-				b.Fatal(err)
+			snap := benchBackup(b, cfg, src)
+			if shape.name == "db-pages" { // restore what a second backup left, as bench/engines does
+				if err := rewritePages(src, shape.files); err != nil {
+					b.Fatal(err)
+				}
+				snap = benchBackup(b, cfg, src)
 			}
 			b.ResetTimer()
 			for b.Loop() {
-				r, err := Open(ctx, cfg, testPassword, Options{CacheDir: b.TempDir(), NoCreate: true, NoDiskCache: true})
-				if err != nil {
-					b.Fatal(err)
-				}
-				st, err := r.Restore(ctx, snap.ID, filepath.Join(b.TempDir(), "target"))
-				if cerr := r.Close(ctx); err == nil {
-					err = cerr
-				}
-				if err != nil || st.Files != shape.files {
-					b.Fatalf("restored %d of %d files: %v", st.Files, shape.files, err)
-				}
+				benchRestoreOnce(b, cfg, snap.ID, shape.files)
 			}
 			b.ReportMetric(float64(shape.files)*float64(b.N)/b.Elapsed().Seconds(), "files/s")
 		})
 	}
+}
+
+func benchBackup(b *testing.B, cfg S3Config, src string) SnapshotInfo {
+	ctx := context.Background()
+	r, err := Open(ctx, cfg, testPassword, Options{CacheDir: b.TempDir()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	snap, err := r.Backup(ctx, src, BackupOptions{})
+	if cerr := r.Close(ctx); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		b.Fatal(err)
+	}
+	return snap
+}
+
+// benchRestoreOnce restores snapshot id as the mover does: a new connection and cache, no disk
+// cache of data.
+func benchRestoreOnce(b *testing.B, cfg S3Config, id string, files int) {
+	ctx := context.Background()
+	r, err := Open(ctx, cfg, testPassword, Options{CacheDir: b.TempDir(), NoCreate: true, NoDiskCache: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	st, err := r.Restore(ctx, id, filepath.Join(b.TempDir(), "target"))
+	if cerr := r.Close(ctx); err == nil {
+		err = cerr
+	}
+	if err != nil || st.Files != files {
+		b.Fatalf("restored %d of %d files: %v", st.Files, files, err)
+	}
+}
+
+// benchPage is the size of a database page (bench/engines' db-pages shape).
+const benchPage = 8 << 10
+
+// benchPagesFile writes file i of the db-pages shape: 128 MiB of 8 KiB pages, each a header,
+// 60 % random rows and zeros.
+func benchPagesFile(root string, i int) error {
+	const size = 128 << 20
+	buf := make([]byte, size)
+	for p := 0; p < size/benchPage; p++ {
+		fillPage(buf[p*benchPage:(p+1)*benchPage], i*(size/benchPage)+p, 0)
+	}
+	return benchWrite(filepath.Join(root, fmt.Sprintf("db-pages.%03d", i)), buf)
+}
+
+func fillPage(page []byte, n, generation int) {
+	clear(page)
+	copy(page, fmt.Sprintf("PAGE %d LSN %d\n", n, generation))
+	_, _ = rand.NewChaCha8([32]byte{byte(n), byte(n >> 8), byte(n >> 16), byte(n >> 24), byte(generation)}).Read(page[64 : 64+len(page)*6/10])
+}
+
+// rewritePages rewrites 1 % of the pages of the files in place at random offsets.
+func rewritePages(root string, files int) error {
+	r := rand.New(rand.NewPCG(uint64(files), 35))
+	page := make([]byte, benchPage)
+	const perFile = (128 << 20) / benchPage
+	for range files * perFile / 100 {
+		n := r.IntN(files * perFile)
+		f, err := os.OpenFile(filepath.Join(root, fmt.Sprintf("db-pages.%03d", n/perFile)), os.O_WRONLY, 0)
+		if err != nil {
+			return err
+		}
+		fillPage(page, n, 1)
+		_, err = f.WriteAt(page, int64(n%perFile)*benchPage)
+		if err := errors.Join(err, f.Close()); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func benchSourceFile(root string, i int) error {

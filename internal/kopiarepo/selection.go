@@ -9,7 +9,6 @@ import (
 	"strings"
 
 	"github.com/kopia/kopia/fs"
-	"github.com/kopia/kopia/repo/blob"
 	"github.com/kopia/kopia/snapshot/snapshotfs"
 )
 
@@ -181,7 +180,7 @@ func (r *Repo) RestoreSelection(ctx context.Context, sel *Selection, targetDir s
 // planSelection is the readPlan of a selection: the root and the directories above the paths
 // first (each after its parent, as makeDirs needs), then the tree under each path.
 func (r *Repo) planSelection(ctx context.Context, sel *Selection) (*readPlan, error) {
-	p := &readPlan{byPack: map[blob.ID][]planned{}, extent: map[blob.ID]int64{}}
+	p := newReadPlan(true)
 	p.dirs, p.dirEntries = []string{""}, []fs.Entry{sel.root}
 	index := map[string]int32{"": 0}
 	for _, a := range sel.above {
@@ -191,13 +190,13 @@ func (r *Repo) planSelection(ctx context.Context, sel *Selection) (*readPlan, er
 	for _, a := range sel.at {
 		var err error
 		if d, ok := a.entry.(fs.Directory); ok {
-			err = p.walkDir(ctx, r.rep, d, a.rel, true)
+			err = p.walkDir(ctx, r.rep, d, a.rel)
 		} else {
 			parent := path.Dir(a.rel)
 			if parent == "." {
 				parent = ""
 			}
-			err = p.plan(ctx, r.rep, a.entry, index[parent], true)
+			err = p.plan(ctx, r.rep, a.entry, index[parent])
 		}
 		if err != nil {
 			return nil, err
