@@ -103,3 +103,50 @@ func TestDamagedBackupLeavesExistingFilesAlone(t *testing.T) {
 		}
 	}
 }
+
+// A file restored chunk by chunk with its packs (largefiles.go) is created as the others: a
+// symlink at its path is replaced, never written through, and when its chunks are damaged the
+// file already at its path is left alone (each chunk is read and checked before the file is
+// created). Fails when a piece opens the path as it is (written through the link), and when the
+// file is created before its first chunk is read (the existing file emptied).
+func TestALargeFileReplacesWhatIsInTheWayOnlyOnceReadable(t *testing.T) {
+	b := newBucket(t)
+	const prefix = "volumes/large"
+	src := t.TempDir()
+	writeFile(t, filepath.Join(src, "db.0"), randomBytes(t, 12<<20), 0o600)
+	r := openRepo(t, b.config(prefix), testPassword)
+	snap, err := r.Backup(testContext(t), src, BackupOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	outside := filepath.Join(t.TempDir(), "precious")
+	writeFile(t, outside, []byte("not the volume's\n"), 0o644)
+	dst := t.TempDir()
+	if err := os.Symlink(outside, filepath.Join(dst, "db.0")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := openRepo(t, b.config(prefix), testPassword).Restore(testContext(t), snap.ID, dst); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := os.ReadFile(outside); err != nil || string(got) != "not the volume's\n" {
+		t.Errorf("the file a symlink in the target pointed to holds %d bytes (%v): the restore wrote through the link", len(got), err)
+	}
+	assertSameTree(t, src, dst)
+
+	for key := range b.objects(t, prefix+"/p") {
+		data := b.get(t, key)
+		for i := 0; i < len(data); i += 16 {
+			data[i] ^= 0xff
+		}
+		b.put(t, key, data)
+	}
+	mine := filepath.Join(t.TempDir(), "db.0")
+	writeFile(t, mine, []byte("mine\n"), 0o600)
+	if _, err := openRepo(t, b.config(prefix), testPassword).Restore(testContext(t), snap.ID, filepath.Dir(mine)); err == nil {
+		t.Fatal("restore passed over damaged packs")
+	}
+	if got, err := os.ReadFile(mine); err != nil || string(got) != "mine\n" {
+		t.Errorf("db.0 holds %d bytes (%v) after the failed restore, want it as it was", len(got), err)
+	}
+}
