@@ -9,7 +9,6 @@ import (
 	"sync/atomic"
 	"syscall"
 
-	"github.com/kopia/kopia/fs"
 	"github.com/kopia/kopia/repo"
 	"github.com/kopia/kopia/repo/blob"
 	"github.com/kopia/kopia/repo/content"
@@ -53,22 +52,9 @@ type piece struct {
 	offset, length int64
 }
 
-// planPieces adds e's chunks to the plan as pieces of their packs, and says whether it did:
-// not when e is not a file of several chunks as described above.
-func (p *readPlan) planPieces(ctx context.Context, rep repo.Repository, o planned) bool {
-	f, ok := o.entry.(fs.File)
-	if !ok || f.Size() == 0 {
-		return false
-	}
-	index, indirect := o.oid().IndexObjectID()
-	dr, direct := rep.(repo.DirectRepository)
-	if !indirect || !direct {
-		return false
-	}
-	entries, err := object.LoadIndexObject(ctx, noPrefetch{dr.ContentReader()}, index)
-	if err != nil {
-		return false
-	}
+// planPieces adds the chunks of o, a file, to the plan as pieces of their packs, and says
+// whether it did: not when they are not as described above. entries are its chunks (chunksOf).
+func (p *readPlan) planPieces(ctx context.Context, rep repo.Repository, o planned, entries []object.IndirectObjectEntry) bool {
 	type at struct {
 		pack blob.ID
 		end  int64
@@ -87,7 +73,7 @@ func (p *readPlan) planPieces(ctx context.Context, rep repo.Repository, o planne
 		packs[i] = at{info.PackBlobID, int64(info.PackOffset) + int64(info.PackedLength)}
 		next += en.Length
 	}
-	if next != f.Size() {
+	if next != o.entry.Size() || len(entries) == 0 {
 		return false
 	}
 	lf := &largeFile{planned: o}

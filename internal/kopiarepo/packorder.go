@@ -156,13 +156,20 @@ func (p *readPlan) plan(ctx context.Context, rep repo.Repository, e fs.Entry, di
 		return nil
 	}
 	o := planned{dir: dir, entry: e}
-	if pack, end, small := smallObject(ctx, rep, e); small {
+	// The list of chunks of a file of several is a GET of its own (without a disk cache): read
+	// once, for both questions.
+	var chunks []object.IndirectObjectEntry
+	listed := false
+	if _, file := e.(fs.File); file && e.Size() > 0 && (e.Size() <= smallChunkBytes || p.pieces != nil) {
+		chunks, listed = chunksOf(ctx, rep, o.oid(), e.Size())
+	}
+	if pack, end, small := smallObject(ctx, rep, e, chunks); listed && small {
 		if _, seen := p.byPack[pack]; !seen {
 			p.order = append(p.order, pack)
 		}
 		p.byPack[pack] = append(p.byPack[pack], o)
 		p.extent[pack] = max(p.extent[pack], end)
-	} else if p.pieces == nil || !p.planPieces(ctx, rep, o) {
+	} else if !listed || p.pieces == nil || !p.planPieces(ctx, rep, o, chunks) {
 		p.rest = append(p.rest, o)
 	}
 	return nil
@@ -173,21 +180,14 @@ func (p *readPlan) plan(ctx context.Context, rep repo.Repository, e fs.Entry, di
 // needs the index only. A file of several (with DefaultSplitter, most files over 512 KiB: 40
 // files of 1 MiB were 34 ranged GETs instead of 2 pack reads) needs its list of chunks too, the
 // small metadata content that opening the file reads anyway; a file whose chunks straddle two
-// packs is read by ranges, after the packs.
-func smallObject(ctx context.Context, rep repo.Repository, e fs.Entry) (pack blob.ID, end int64, small bool) {
-	if _, file := e.(fs.File); !file || e.Size() == 0 || e.Size() > smallChunkBytes {
-		return "", 0, false
-	}
-	h, ok := e.(object.HasObjectID)
-	if !ok {
-		return "", 0, false
-	}
-	chunks, ok := chunksOf(ctx, rep, h.ObjectID())
-	if !ok {
+// packs is read with its packs too, by pieces (a restore's plan, largefiles.go), or by ranges
+// after the packs. chunks are e's (chunksOf).
+func smallObject(ctx context.Context, rep repo.Repository, e fs.Entry, chunks []object.IndirectObjectEntry) (pack blob.ID, end int64, small bool) {
+	if e.Size() > smallChunkBytes {
 		return "", 0, false
 	}
 	for i, c := range chunks {
-		cid, _, direct := c.ContentID()
+		cid, _, direct := c.Object.ContentID()
 		if !direct {
 			return "", 0, false
 		}
@@ -203,12 +203,12 @@ func smallObject(ctx context.Context, rep repo.Repository, e fs.Entry) (pack blo
 	return pack, end, len(chunks) > 0
 }
 
-// chunksOf is the objects of oid's chunks: oid itself when it is one chunk, else the entries of
-// its index (one level: a file of at most smallChunkBytes has no index of indexes).
-func chunksOf(ctx context.Context, rep repo.Repository, oid object.ID) ([]object.ID, bool) {
+// chunksOf is the chunks of oid, an object of size bytes: oid itself when it is one chunk, else
+// the entries of its index (kopia reads an index of indexes as one index).
+func chunksOf(ctx context.Context, rep repo.Repository, oid object.ID, size int64) ([]object.IndirectObjectEntry, bool) {
 	index, indirect := oid.IndexObjectID()
 	if !indirect {
-		return []object.ID{oid}, true
+		return []object.IndirectObjectEntry{{Start: 0, Length: size, Object: oid}}, true
 	}
 	dr, ok := rep.(repo.DirectRepository)
 	if !ok {
@@ -218,11 +218,7 @@ func chunksOf(ctx context.Context, rep repo.Repository, oid object.ID) ([]object
 	if err != nil {
 		return nil, false // reading the file reports it
 	}
-	chunks := make([]object.ID, 0, len(entries))
-	for _, en := range entries {
-		chunks = append(chunks, en.Object)
-	}
-	return chunks, true
+	return entries, true
 }
 
 // packsHeld bounds the packs eachByPack holds in memory: one being read (its last objects, and
