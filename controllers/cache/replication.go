@@ -185,6 +185,9 @@ func decidePrimary(members []*member, previous string, keep int32, since, now ti
 	switch {
 	case old == nil && previous != "" && !slices.ContainsFunc(members, func(m *member) bool { return m.pod.Name == previous }):
 		e.reason, e.message, e.from = ReasonPrimaryDeleted, fmt.Sprintf("primary %s was deleted", previous), previous
+	case old == nil && previous != "" && recreated(members, previous):
+		e.reason, e.from = ReasonPrimaryDeleted, previous
+		e.message = fmt.Sprintf("primary %s was deleted (its StatefulSet made a new pod of that name before the operator saw the old one go)", previous)
 	case old == nil:
 		e.reason, e.message = ReasonNoPrimary, "no pod is the primary"
 	case old.gone():
@@ -694,6 +697,17 @@ func (r *RedisCacheReconciler) setRole(ctx context.Context, m *member, role stri
 		return fmt.Errorf("label pod %s %s=%q: %w", m.pod.Name, roleLabel, role, err)
 	}
 	return nil
+}
+
+// recreated tells whether the pod named previous (the primary the status names, now without the
+// primary label) is a new pod of that name: it carries no promotion record, which every pod the
+// operator made primary has (failover), and which the label's removal in the middle of a failover
+// leaves in place. Without this, a primary deleted and recreated by its StatefulSet between two
+// reconciles was reported NoPrimary, as a first election is, and OkgoesRedisFailover (which counts
+// PrimaryDeleted, not NoPrimary) never fired: seen in CI.
+func recreated(members []*member, previous string) bool {
+	i := slices.IndexFunc(members, func(m *member) bool { return m.pod.Name == previous })
+	return i >= 0 && promotionOf(members[i].pod) == nil
 }
 
 // promotionOf is the promotion recorded on a primary's pod, nil if none is (or it is unreadable).

@@ -33,6 +33,12 @@ func testMember(ordinal int, role string, ready bool, info *redisadmin.Info) *me
 	return m
 }
 
+// promoted gives m's pod the promotion record every pod the operator made primary carries.
+func promoted(m *member) *member {
+	m.pod.Annotations = map[string]string{promotedAnnotation: `{"to":"` + m.pod.Name + `","reason":"NoPrimary"}`}
+	return m
+}
+
 func primaryAt(offset int64) *redisadmin.Info {
 	return &redisadmin.Info{Role: redisadmin.RolePrimary, Offset: offset}
 }
@@ -89,8 +95,11 @@ func TestDecidePrimary(t *testing.T) {
 			testMember(1, roleReplica, true, replicaAt(300)), testMember(2, roleReplica, true, replicaAt(900))},
 			"c-0", now, "c-2", true, ReasonPrimaryDeleted, 0},
 		{"no pod labelled, the primary the status named still there: a lost label, not a deletion", []*member{
-			testMember(0, "", true, primaryAt(900)), testMember(1, roleReplica, true, replicaAt(300))},
+			promoted(testMember(0, "", true, primaryAt(900))), testMember(1, roleReplica, true, replicaAt(300))},
 			"c-0", now, "c-0", true, ReasonNoPrimary, 0},
+		{"the primary's pod deleted and made again under its name before a reconcile (no promotion record): deleted", []*member{
+			testMember(0, "", true, fenced()), testMember(1, roleReplica, true, replicaAt(300))},
+			"c-0", now, "c-1", true, ReasonPrimaryDeleted, 0},
 		{"no replica answers: nothing to promote", []*member{
 			deleted(testMember(0, rolePrimary, true, primaryAt(800))), testMember(1, roleReplica, true, nil)},
 			"", now, "", false, ReasonPrimaryDeleted, 0},
@@ -104,7 +113,7 @@ func TestDecidePrimary(t *testing.T) {
 		{"every pod of a persistent cache restarted (fenced, offset 0): the one that reloaded its data, not the lowest ordinal", []*member{
 			testMember(0, "", true, withKeys(fenced(), 0)), testMember(1, "", true, withKeys(fenced(), 100)),
 			testMember(2, "", true, withKeys(fenced(), 99))},
-			"c-0", now, "c-1", true, ReasonNoPrimary, 0},
+			"c-0", now, "c-1", true, ReasonPrimaryDeleted, 0},
 		{"unlabelled primary after a lost label patch: promoting it is a no-op", []*member{
 			testMember(0, "", true, replicaAt(400)), testMember(1, "", true, primaryAt(900))},
 			"", now, "c-1", true, ReasonNoPrimary, 0},
