@@ -74,12 +74,8 @@ func (w *world) cutGroup(vgs *groupsnapshotv1beta2.VolumeGroupSnapshot, pvcs ...
 // /data/<member>, the run's record names the class, and the group snapshot goes with the run.
 func TestGroupSelectorIsCapturedWithOneVolumeGroupSnapshot(t *testing.T) {
 	w := newHookWorld(t)
-	app := map[string]string{"app": "db"}
-	driver := w.labelledCSIClaim("db", app)
-	w.labelledCSIClaim("wal", app)
+	pb, driver := w.selectedGroupOfTwo()
 	w.groupSnapshotClass(w.NS+"-group", driver)
-	pb := w.groupBackup("app", storagev1.PVCGroup{Selector: &metav1.LabelSelector{MatchLabels: app}})
-	pb.Spec.Snapshot = &storagev1.SnapshotOptions{}
 	pb.Spec.Hooks = &storagev1.BackupHooks{Before: []storagev1.BackupHook{logHook("freeze")}, After: []storagev1.BackupHook{logHook("thaw")}}
 	w.startRun(pb)
 	run := pb.Status.ActiveRun
@@ -140,12 +136,8 @@ func TestGroupSelectorIsCapturedWithOneVolumeGroupSnapshot(t *testing.T) {
 // was cut) ends the run, naming the member; nothing is uploaded.
 func TestAGroupSnapshotWithoutAMemberEndsTheRun(t *testing.T) {
 	w := newWorld(t)
-	app := map[string]string{"app": "db"}
-	driver := w.labelledCSIClaim("db", app)
-	w.labelledCSIClaim("wal", app)
+	pb, driver := w.selectedGroupOfTwo()
 	w.groupSnapshotClass(w.NS+"-group", driver)
-	pb := w.groupBackup("app", storagev1.PVCGroup{Selector: &metav1.LabelSelector{MatchLabels: app}})
-	pb.Spec.Snapshot = &storagev1.SnapshotOptions{}
 	w.StartManual(pb, "now")
 	groups := w.groupSnapshots()
 	if len(groups) != 1 {
@@ -164,17 +156,25 @@ func TestAGroupSnapshotWithoutAMemberEndsTheRun(t *testing.T) {
 // snapshotted one VolumeSnapshot per member, as before.
 func TestGroupWithoutAGroupSnapshotClassTakesOneSnapshotPerMember(t *testing.T) {
 	w := newWorld(t)
-	app := map[string]string{"app": "db"}
-	driver := w.labelledCSIClaim("db", app)
-	w.labelledCSIClaim("wal", app)
+	pb, driver := w.selectedGroupOfTwo()
 	w.snapshotClass(w.NS+"-snap", driver, true)
 	w.groupSnapshotClass(w.NS+"-other", "other."+driver) // another driver's: not for these members
-	pb := w.groupBackup("app", storagev1.PVCGroup{Selector: &metav1.LabelSelector{MatchLabels: app}})
-	pb.Spec.Snapshot = &storagev1.SnapshotOptions{}
 	w.StartManual(pb, "now")
 	if run := pb.Status.ActiveRun; run == nil || run.VolumeGroupSnapshotClass != "" || len(w.snapshots()) != 2 || len(w.groupSnapshots()) != 0 {
 		t.Fatalf("run %+v, %d snapshots, %d group snapshots: want one VolumeSnapshot per member", run, len(w.snapshots()), len(w.groupSnapshots()))
 	}
+}
+
+// selectedGroupOfTwo is a PVCBackup (not created yet) with spec.snapshot of the group chosen by
+// the selector app=db, and its two members db and wal, volumes of driver.
+func (w *world) selectedGroupOfTwo() (pb *storagev1.PVCBackup, driver string) {
+	w.T.Helper()
+	app := map[string]string{"app": "db"}
+	driver = w.labelledCSIClaim("db", app)
+	w.labelledCSIClaim("wal", app)
+	pb = w.groupBackup("app", storagev1.PVCGroup{Selector: &metav1.LabelSelector{MatchLabels: app}})
+	pb.Spec.Snapshot = &storagev1.SnapshotOptions{}
+	return pb, driver
 }
 
 func containsAll(s string, parts ...string) bool {
