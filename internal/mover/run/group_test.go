@@ -39,13 +39,7 @@ func TestGroupBackupHoldsEachMembersTree(t *testing.T) {
 	for _, engine := range []string{EngineArchive, EngineKopia} {
 		t.Run(engine, func(t *testing.T) {
 			src := groupVolumes(t)
-			var e env
-			var m *testenv.MinIO
-			if engine == EngineKopia {
-				e, m, _ = kopiaSetup(t, src)
-			} else {
-				e, m = setup(t, src)
-			}
+			e, m := setupFor(t, engine, src)
 			e[EnvSourcePVC], e[EnvSourcePVCs] = "", "db,wal"
 			res, ok := startBackupProcess(t, e).result(t, 2*time.Minute)
 			if !ok || !res.Succeeded() || res.Files != 3 {
@@ -224,12 +218,7 @@ func TestNonRootMoverRestoresAGroupIntoFSGroupVolumes(t *testing.T) {
 	for _, engine := range []string{EngineArchive, EngineKopia} {
 		t.Run(engine, func(t *testing.T) {
 			src := groupVolumes(t)
-			var e env
-			if engine == EngineKopia {
-				e, _, _ = kopiaSetup(t, src)
-			} else {
-				e, _ = setup(t, src)
-			}
+			e, _ := setupFor(t, engine, src)
 			e[EnvSourcePVC], e[EnvSourcePVCs] = "", "db,wal"
 			if res := Backup(t.Context(), e.get, "test"); !res.Succeeded() {
 				t.Fatalf("group backup: %+v", res)
@@ -289,4 +278,14 @@ func sameTreeContent(t *testing.T, src, dst string) {
 		}
 		return nil
 	})
+}
+
+// setupFor is the environment of a mover of engine backing up source into a MinIO of its own.
+func setupFor(t *testing.T, engine, source string) (env, *testenv.MinIO) {
+	t.Helper()
+	if engine == EngineKopia {
+		e, m, _ := kopiaSetup(t, source)
+		return e, m
+	}
+	return setup(t, source)
 }

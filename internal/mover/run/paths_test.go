@@ -77,12 +77,7 @@ func TestRestoreOfSomePaths(t *testing.T) {
 	for _, engineName := range []string{EngineArchive, EngineKopia} {
 		t.Run(engineName, func(t *testing.T) {
 			src := pathsVolume(t)
-			var e env
-			if engineName == EngineKopia {
-				e, _, _ = kopiaSetup(t, src)
-			} else {
-				e, _ = setup(t, src)
-			}
+			e, _ := setupFor(t, engineName, src)
 			if res := Backup(context.Background(), e.get, "test"); res.Result != Succeeded {
 				t.Fatalf("backup: %+v", res)
 			}
