@@ -102,7 +102,8 @@ func WatchRun(ctx context.Context, idle time.Duration) *Watch {
 	stalled, stall := context.WithCancelCause(context.WithoutCancel(ctx))
 	rctx, cancel := context.WithCancelCause(ctx)
 	w.Ctx, w.Stalled = rctx, stalled
-	w.Activity = WatchActivity(watching, idle, func() { cancel(ErrStalled); stall(ErrStalled) })
+	// Stalled ends first: whoever sees the run's context end on a stall finds HasStalled true.
+	w.Activity = WatchActivity(watching, idle, func() { stall(ErrStalled); cancel(ErrStalled) })
 	w.Stop = func() { stopWatching(); cancel(nil); stall(nil) }
 	return w
 }
