@@ -225,11 +225,11 @@ func TestSelfSignedWebhookServesConversions(t *testing.T) {
 	maxClients := int32(77)
 	created := &cachev1beta1.RedisCache{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "converted"},
 		Spec: cachev1beta1.RedisCacheSpec{Redis: cachev1beta1.Redis{MaxClients: &maxClients}}}
-	poll(t, func() error { return k8s.Create(ctx, created) }) // until the API server trusts the webhook
+	poll(t, func() error { return k8s.Create(ctx, created) })
+	// v1beta1 is stored as it is: the first read as v1alpha1 is the first conversion, which
+	// fails until the webhook server listens (CI once read before it did: connection refused).
 	alpha := &cachev1alpha1.RedisCache{}
-	if err := k8s.Get(ctx, client.ObjectKeyFromObject(created), alpha); err != nil {
-		t.Fatal(err)
-	}
+	poll(t, func() error { return k8s.Get(ctx, client.ObjectKeyFromObject(created), alpha) })
 	if got := alpha.Annotations[cachev1alpha1.HubOnlyAnnotation]; got != `{"maxClients":77}` {
 		t.Fatalf("v1alpha1 view of a v1beta1 object: annotation %q", got)
 	}
