@@ -32,6 +32,7 @@ type Guard struct {
 // through links): the pack window, the Guard, and the S3 failures seen.
 type storageLink struct {
 	window  *packWindow
+	meta    *metaPacks // nil: none (a connection with kopia's disk cache)
 	guard   Guard
 	failure atomic.Pointer[error] // the first S3 call that failed after kopia's retries
 }
@@ -104,6 +105,12 @@ func (g *guardedStorage) GetBlob(ctx context.Context, id blob.ID, offset, length
 		if g.link.guard.Call != nil {
 			g.link.guard.Call()(err)
 		}
+		return err
+	}
+	whole := func(ctx context.Context, id blob.ID, output blob.OutputBuffer) error {
+		return g.link.do(ctx, func(ctx context.Context) error { return g.Storage.GetBlob(ctx, id, 0, -1, output) })
+	}
+	if served, err := g.link.meta.read(ctx, id, offset, length, output, whole); served {
 		return err
 	}
 	return g.link.do(ctx, func(ctx context.Context) error { return g.Storage.GetBlob(ctx, id, offset, length, output) })

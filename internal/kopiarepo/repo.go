@@ -143,7 +143,7 @@ func Open(ctx context.Context, cfg S3Config, password string, opts Options) (_ *
 
 	// The storage kopia makes from the connection file is ours (storage.go), with this link.
 	var linkName string
-	r.link, linkName = newLink(opts.Guard)
+	r.link, linkName = newLink(opts.Guard, opts.NoDiskCache)
 	r.packs = r.link.window
 	defer unregisterLink(linkName)
 

@@ -19,7 +19,9 @@ import (
 // and some random, in 300 directories), 100,000 small files (512 B to 8 KiB, 1,000 to a
 // directory), both times KOPIAREPO_BENCH_SCALE (default 0.2), and bench/engines' database
 // pages (8 × KOPIAREPO_BENCH_SCALE files of 128 MiB of 8 KiB pages, restored after 1 % of the
-// pages were rewritten in place and backed up again). Profile it with the go tool's
+// pages were rewritten in place and backed up again) and bench/engines' logs (1,024 ×
+// KOPIAREPO_BENCH_SCALE logs of 1 MiB, restored after 64 KiB were appended to one in ten and
+// backed up again). Profile it with the go tool's
 // flags (docs/benchmarks.md, "Restore: where the time goes"):
 //
 //	go test ./internal/kopiarepo -run '^$' -bench Restore -benchtime 3x \
@@ -38,6 +40,7 @@ func BenchmarkRestore(b *testing.B) {
 		{"source-tree", int(15_000 * scale), benchSourceFile},
 		{"small-files", int(100_000 * scale), benchSmallFile},
 		{"db-pages", max(1, int(8*scale)), benchPagesFile},
+		{"logs-append", int(1024 * scale), benchLogFile},
 	} {
 		b.Run(shape.name, func(b *testing.B) {
 			src := b.TempDir()
@@ -48,8 +51,8 @@ func BenchmarkRestore(b *testing.B) {
 			}
 			cfg := bk.config("bench/" + shape.name)
 			snap := benchBackup(b, cfg, src)
-			if shape.name == "db-pages" { // restore what a second backup left, as bench/engines does
-				if err := rewritePages(src, shape.files); err != nil {
+			if change := changes[shape.name]; change != nil { // restore what a second backup left, as bench/engines does
+				if err := change(src, shape.files); err != nil {
 					b.Fatal(err)
 				}
 				snap = benchBackup(b, cfg, src)
@@ -62,6 +65,9 @@ func BenchmarkRestore(b *testing.B) {
 		})
 	}
 }
+
+// changes are the shapes' changes between the two backups of a shape restored after a second one.
+var changes = map[string]func(root string, files int) error{"db-pages": rewritePages, "logs-append": appendLogs}
 
 func benchBackup(b *testing.B, cfg S3Config, src string) SnapshotInfo {
 	ctx := context.Background()
@@ -158,6 +164,38 @@ func benchSmallFile(root string, i int) error {
 		buf[j] = byte(r.Uint32())
 	}
 	return benchWrite(filepath.Join(root, fmt.Sprintf("d%03d", i/1000), fmt.Sprintf("f%06d", i)), buf)
+}
+
+// benchLogFile writes file i of the logs-append shape: 1 MiB of log lines (bench/engines' logFill).
+func benchLogFile(root string, i int) error {
+	return benchWrite(filepath.Join(root, fmt.Sprintf("d%02d", i/100), fmt.Sprintf("app-%04d.log", i)), logText(1<<20, i, 0))
+}
+
+// appendLogs appends 64 KiB of lines to one log in ten.
+func appendLogs(root string, files int) error {
+	for i := 5 % files; i < files; i += 10 {
+		f, err := os.OpenFile(filepath.Join(root, fmt.Sprintf("d%02d", i/100), fmt.Sprintf("app-%04d.log", i)), os.O_WRONLY|os.O_APPEND, 0)
+		if err != nil {
+			return err
+		}
+		_, err = f.Write(logText(64<<10, i, 1))
+		if err := errors.Join(err, f.Close()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func logText(size, i, generation int) []byte {
+	r := rand.New(rand.NewPCG(uint64(i), uint64(generation)+1))
+	out := make([]byte, 0, size+256)
+	for len(out) < size {
+		out = fmt.Appendf(out, "2026-12-05T%02d:%02d:%02d.%03dZ %s [%s] method=%s status=%d latency_ms=%d request_id=%016x user_id=%d\n",
+			r.IntN(24), r.IntN(60), r.IntN(60), r.IntN(1000), []string{"INFO", "WARN", "DEBUG", "ERROR"}[r.IntN(4)],
+			[]string{"api", "db", "cache", "auth", "queue"}[r.IntN(5)], []string{"GET", "POST", "PUT"}[r.IntN(3)],
+			[]int{200, 201, 204, 404, 500}[r.IntN(5)], r.IntN(2000), r.Uint64(), r.IntN(100000))
+	}
+	return out[:size]
 }
 
 func benchWrite(p string, data []byte) error {

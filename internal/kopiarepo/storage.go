@@ -177,10 +177,13 @@ type packWindow struct {
 }
 
 // newLink registers a link with a new pack window under a new name, for the storage of the
-// next connection.
-func newLink(guard Guard) (*storageLink, string) {
+// next connection; one without kopia's disk cache holds its metadata packs (metaPacks).
+func newLink(guard Guard, noDiskCache bool) (*storageLink, string) {
 	name := rand.Text()
 	l := &storageLink{window: &packWindow{}, guard: guard}
+	if noDiskCache {
+		l.meta = &metaPacks{}
+	}
 	links.Store(name, l)
 	return l, name
 }
