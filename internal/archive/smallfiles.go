@@ -22,7 +22,7 @@ import (
 // creates in one directory take its lock. Restoring 200,000 files of 4 KiB (1,000 per
 // directory) with four writers took 47 s of CPU for 25 s (the base took 18.5 s of CPU); with
 // one, 7.6 s of CPU for 6.6 s on a tmpfs, where the base took 10.6 s (docs/benchmarks.md,
-// "The archive mover").
+// "The archive mover against tar").
 const (
 	smallFileMax     = 128 << 10
 	smallFileWorkers = 1

@@ -8,7 +8,7 @@ import (
 // BenchmarkOpen is the fixed cost of a mover run before it reads a file: opening an existing
 // repository on a real MinIO (the format blob, the key derivation, the indexes) with an empty
 // cache, as a mover Job starts, and closing it, for each key derivation a new repository can
-// have (spec.kopia.keyDerivation). docs/benchmarks.md, "Key derivation".
+// have (spec.kopia.keyDerivation). docs/benchmarks.md, "Why the mover's defaults are what they are".
 //
 //	go test ./internal/kopiarepo -run '^$' -bench Open -benchmem -count 5
 func BenchmarkOpen(b *testing.B) {
