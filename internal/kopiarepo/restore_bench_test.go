@@ -27,28 +27,10 @@ import (
 //	go test ./internal/kopiarepo -run '^$' -bench Restore -benchtime 3x \
 //	  -cpuprofile /tmp/cpu.out -blockprofile /tmp/block.out -mutexprofile /tmp/mutex.out -trace /tmp/trace.out
 func BenchmarkRestore(b *testing.B) {
-	scale := 0.2
-	if s, err := strconv.ParseFloat(os.Getenv("KOPIAREPO_BENCH_SCALE"), 64); err == nil && s > 0 {
-		scale = s
-	}
 	bk := newBucket(b)
-	for _, shape := range []struct {
-		name  string
-		files int
-		write func(root string, i int) error
-	}{
-		{"source-tree", int(15_000 * scale), benchSourceFile},
-		{"small-files", int(100_000 * scale), benchSmallFile},
-		{"db-pages", max(1, int(8*scale)), benchPagesFile},
-		{"logs-append", int(1024 * scale), benchLogFile},
-	} {
+	for _, shape := range benchShapes() {
 		b.Run(shape.name, func(b *testing.B) {
-			src := b.TempDir()
-			for i := range shape.files {
-				if err := shape.write(src, i); err != nil {
-					b.Fatal(err)
-				}
-			}
+			src := shape.tree(b)
 			cfg := bk.config("bench/" + shape.name)
 			snap := benchBackup(b, cfg, src)
 			if change := changes[shape.name]; change != nil { // restore what a second backup left, as bench/engines does
@@ -62,6 +44,56 @@ func BenchmarkRestore(b *testing.B) {
 				benchRestoreOnce(b, cfg, snap.ID, shape.files)
 			}
 			b.ReportMetric(float64(shape.files)*float64(b.N)/b.Elapsed().Seconds(), "files/s")
+		})
+	}
+}
+
+// benchShape is a tree of one of issue 35's shapes, KOPIAREPO_BENCH_SCALE (default 0.2) times
+// its size in bench/engines.
+type benchShape struct {
+	name  string
+	files int
+	write func(root string, i int) error
+}
+
+func benchShapes() []benchShape {
+	scale := 0.2
+	if s, err := strconv.ParseFloat(os.Getenv("KOPIAREPO_BENCH_SCALE"), 64); err == nil && s > 0 {
+		scale = s
+	}
+	return []benchShape{
+		{"source-tree", int(15_000 * scale), benchSourceFile},
+		{"small-files", int(100_000 * scale), benchSmallFile},
+		{"db-pages", max(1, int(8*scale)), benchPagesFile},
+		{"logs-append", int(1024 * scale), benchLogFile},
+	}
+}
+
+// tree writes the shape's files into a new directory.
+func (s benchShape) tree(b *testing.B) string {
+	src := b.TempDir()
+	for i := range s.files {
+		if err := s.write(src, i); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return src
+}
+
+// BenchmarkFirstBackup backs up a tree of each shape into a new repository with a new cache, as
+// a mover's first backup: where its CPU goes (zstd, the splitter, the hash, the upload).
+//
+//	KOPIAREPO_BENCH_SCALE=1 go test ./internal/kopiarepo -run '^$' -bench FirstBackup/logs -benchtime 3x -cpuprofile /tmp/cpu.out
+func BenchmarkFirstBackup(b *testing.B) {
+	bk := newBucket(b)
+	for _, shape := range benchShapes() {
+		b.Run(shape.name, func(b *testing.B) {
+			src := shape.tree(b)
+			n := 0
+			for b.Loop() {
+				n++
+				benchBackup(b, bk.config(fmt.Sprintf("bench/%s-%d", shape.name, n)), src)
+			}
 		})
 	}
 }
