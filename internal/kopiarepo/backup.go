@@ -48,21 +48,7 @@ type BackupOptions struct {
 	// ReadAhead is the directory listed ahead (ReadAhead(dir)) while the repository was
 	// opened, or nil. Backup stops it when it starts reading, and takes what it listed.
 	ReadAhead *Listing
-	// PartBytes is the size of the parts a larger file is read and chunked in, at once
-	// (kopia's ParallelUploadAboveSize); 0 means DefaultPartBytes.
-	PartBytes int64
 }
-
-// DefaultPartBytes is the size of the parts a file larger than it is backed up in, several at
-// once: kopia reads a file in one goroutine unless its policy says otherwise (its default: over
-// 2 GiB), so the backup of a VM image or a database file used one of the cores, and restic
-// (which hashes and compresses a file's chunks in parallel) backed up a 2 GiB image's change in
-// 0.82 × the mover's time (docs/benchmarks.md). Each part is cut at its own content-defined
-// chunk boundaries from a fixed offset (a multiple of the part size), so a rewrite in place or
-// an append changes only the chunks around it; a file first backed up whole gets one new chunk
-// at each part boundary once (docs/upgrades.md). The stored policy is not changed: the stock
-// kopia CLI keeps its own.
-const DefaultPartBytes = 64 << 20
 
 // ProgressInterval is the least time between two calls of BackupOptions.Progress.
 const ProgressInterval = time.Second
@@ -145,9 +131,6 @@ func (r *Repo) Backup(ctx context.Context, dir string, opts BackupOptions) (Snap
 		if err != nil {
 			return fmt.Errorf("policy of %s: %w", source, err)
 		}
-		// every file without a policy of its own shares the root's effective policy
-		parts := policy.OptionalInt64(cmp.Or(opts.PartBytes, DefaultPartBytes))
-		tree.EffectivePolicy().UploadPolicy.ParallelUploadAboveSize = &parts
 		previous, err := snapshot.FindPreviousManifests(wctx, w, si, nil)
 		if err != nil {
 			return fmt.Errorf("previous snapshots of %s: %w", source, err)
