@@ -190,14 +190,7 @@ func TestOneChunkFilesAreReadPackByPack(t *testing.T) {
 func TestFilesOfAFewChunksInOnePackAreReadWithIt(t *testing.T) {
 	b := newBucket(t)
 	const prefix = "volumes/chunks"
-	src := t.TempDir()
-	for f := range 16 {
-		writeFile(t, filepath.Join(src, fmt.Sprintf("d%d/f%02d", f%3, f)), randomBytes(t, 1<<20), 0o644)
-	}
-	snap, err := openRepo(t, b.config(prefix), testPassword).Backup(testContext(t), src, BackupOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	src, snap := backUpRandomFiles(t, b.config(prefix), 16, 1<<20)
 	packs := len(b.objects(t, prefix+"/p"))
 	counted := countRequests(t, b.minio.Endpoint)
 	restoreThrough(t, counted, b.config(prefix), snap.ID, src)
@@ -277,14 +270,7 @@ func restoreThrough(t *testing.T, counted *requestCounter, cfg S3Config, id, src
 func TestMetadataPacksAreReadWhole(t *testing.T) {
 	b := newBucket(t)
 	const prefix = "volumes/logs"
-	src := t.TempDir()
-	for f := range 40 {
-		writeFile(t, filepath.Join(src, fmt.Sprintf("d%d/f%02d.log", f%4, f)), randomBytes(t, 3<<20), 0o644)
-	}
-	snap, err := openRepo(t, b.config(prefix), testPassword).Backup(testContext(t), src, BackupOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	src, snap := backUpRandomFiles(t, b.config(prefix), 40, 3<<20)
 	counted := countRequests(t, b.minio.Endpoint)
 	restoreThrough(t, counted, b.config(prefix), snap.ID, src)
 	counted.mu.Lock()
@@ -301,4 +287,19 @@ func TestMetadataPacksAreReadWhole(t *testing.T) {
 	if metadata == 0 {
 		t.Error("the restore read no metadata pack")
 	}
+}
+
+// backUpRandomFiles backs up files of size random bytes, in three directories, into a new
+// repository at cfg, and returns the tree and its snapshot.
+func backUpRandomFiles(t *testing.T, cfg S3Config, files, size int) (string, SnapshotInfo) {
+	t.Helper()
+	src := t.TempDir()
+	for f := range files {
+		writeFile(t, filepath.Join(src, fmt.Sprintf("d%d/f%02d", f%3, f)), randomBytes(t, size), 0o644)
+	}
+	snap, err := openRepo(t, cfg, testPassword).Backup(testContext(t), src, BackupOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return src, snap
 }
