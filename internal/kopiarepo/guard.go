@@ -107,11 +107,13 @@ func (g *guardedStorage) GetBlob(ctx context.Context, id blob.ID, offset, length
 		}
 		return err
 	}
-	whole := func(ctx context.Context, id blob.ID, output blob.OutputBuffer) error {
-		return g.link.do(ctx, func(ctx context.Context) error { return g.Storage.GetBlob(ctx, id, 0, -1, output) })
-	}
-	if served, err := g.link.meta.read(ctx, id, offset, length, output, whole); served {
-		return err
+	if g.link.meta != nil && isMetadataPack(id) {
+		whole := func(ctx context.Context, id blob.ID, output blob.OutputBuffer) error {
+			return g.link.do(ctx, func(ctx context.Context) error { return g.Storage.GetBlob(ctx, id, 0, -1, output) })
+		}
+		if served, err := g.link.meta.read(ctx, id, offset, length, output, whole); served {
+			return err
+		}
 	}
 	return g.link.do(ctx, func(ctx context.Context) error { return g.Storage.GetBlob(ctx, id, offset, length, output) })
 }

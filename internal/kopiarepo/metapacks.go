@@ -65,12 +65,12 @@ func (m *metaPacks) read(ctx context.Context, id blob.ID, offset, length int64, 
 	case <-ctx.Done():
 		return false, nil
 	}
-	if end := offset + length; end > int64(len(p.b)) {
+	end := offset + length
+	if end > int64(len(p.b)) {
 		return false, nil
-	} else {
-		output.Reset()
-		_, err = output.Write(p.b[offset:end])
 	}
+	output.Reset()
+	_, err = output.Write(p.b[offset:end])
 	return true, err
 }
 

@@ -12,7 +12,7 @@ import (
 	"testing"
 )
 
-// BenchmarkRestore restores two trees of issue 35's shapes from a real MinIO as the mover does:
+// BenchmarkRestore restores trees of issue 35's shapes from a real MinIO as the mover does:
 // each iteration opens the repository with a new cache and without a disk cache of data
 // (NoDiskCache, as a mover restore opens it), restores into a new directory and closes. The
 // trees are a source checkout (15,000 files of 256 B to 64 KiB, log-uniform, code-like text
